@@ -1,0 +1,68 @@
+"""Per-request sampling parameters, validated once when the request arrives."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.errors import RequestError
+
+MAX_LOGPROBS = 20
+
+
+@dataclass
+class SamplingParams:
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0 or -1: off
+    min_p: float = 0.0
+    seed: int | None = None
+    max_tokens: int | None = 16  # None: up to the context length
+    min_tokens: int = 0
+    stop: list[str] = field(default_factory=list)
+    stop_token_ids: list[int] = field(default_factory=list)
+    ignore_eos: bool = False
+    logprobs: int | None = None  # number of top logprobs per token besides the chosen one; None: no logprobs
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    skip_special_tokens: bool = True
+
+    def __post_init__(self) -> None:
+        if isinstance(self.stop, str):
+            self.stop = [self.stop]
+        self.stop = [s for s in self.stop if s]
+        if self.top_k == -1:
+            self.top_k = 0
+        self._check(self.n >= 1, "n must be at least 1", "n")
+        self._check(self.temperature >= 0.0, "temperature must be >= 0", "temperature")
+        self._check(0.0 < self.top_p <= 1.0, "top_p must be in (0, 1]", "top_p")
+        self._check(self.top_k >= 0, "top_k must be -1, 0 (off) or positive", "top_k")
+        self._check(0.0 <= self.min_p <= 1.0, "min_p must be in [0, 1]", "min_p")
+        self._check(self.max_tokens is None or self.max_tokens >= 1, "max_tokens must be at least 1", "max_tokens")
+        self._check(self.min_tokens >= 0, "min_tokens must be >= 0", "min_tokens")
+        self._check(
+            self.max_tokens is None or self.min_tokens <= self.max_tokens,
+            "min_tokens must not exceed max_tokens",
+            "min_tokens",
+        )
+        self._check(
+            self.logprobs is None or 0 <= self.logprobs <= MAX_LOGPROBS,
+            f"logprobs must be between 0 and {MAX_LOGPROBS}",
+            "logprobs",
+        )
+        self._check(-2.0 <= self.presence_penalty <= 2.0, "presence_penalty must be in [-2, 2]", "presence_penalty")
+        self._check(-2.0 <= self.frequency_penalty <= 2.0, "frequency_penalty must be in [-2, 2]", "frequency_penalty")
+        self._check(all(t >= 0 for t in self.stop_token_ids), "stop_token_ids must be >= 0", "stop_token_ids")
+
+    @staticmethod
+    def _check(ok: bool, message: str, param: str) -> None:
+        if not ok:
+            raise RequestError(message, param=param)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    @property
+    def has_penalties(self) -> bool:
+        return self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
