@@ -20,7 +20,7 @@ class EngineConfig:
     block_size: int = 16
     """Tokens per KV-cache block; the gateway learns it from the KV events snapshot."""
     kv_cache_memory_bytes: int | None = None
-    """Bytes for the KV block pool. None: 1 GiB on CPU, 90% of free memory after weights on CUDA."""
+    """Bytes for the KV block pool. None: 512 MiB on CPU, 90% of free memory after weights on CUDA."""
     num_kv_blocks: int | None = None
     """Exact number of KV blocks (overrides kv_cache_memory_bytes); tests use it to force preemption."""
     max_num_seqs: int = 128

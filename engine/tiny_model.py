@@ -6,6 +6,7 @@ and transformers load. Nothing is downloaded.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -57,8 +58,10 @@ def training_corpus(max_bytes: int = 4 << 20) -> list[str]:
     return texts
 
 
+@functools.lru_cache(maxsize=4)
 def train_tokenizer(vocab_size: int):
-    """A byte-level BPE (GPT-2 style pre-tokenizer, so every byte string round-trips)."""
+    """A byte-level BPE (GPT-2 style pre-tokenizer, so every byte string round-trips). Memoised: tests build
+    several models with one vocabulary and training is the slow part."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE())
@@ -72,6 +75,12 @@ def train_tokenizer(vocab_size: int):
     )
     tokenizer.train_from_iterator(training_corpus(), trainer=trainer)
     return tokenizer
+
+
+def _copy(tokenizer):
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_str(tokenizer.to_str())
 
 
 def model_config(preset: Preset, arch: str, tie_word_embeddings: bool, rope_scaling: str | None) -> dict:
@@ -177,7 +186,7 @@ def make_tiny_model(
     _save_weights(out, tensors, shards, save_file)
 
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=train_tokenizer(spec.vocab_size),
+        tokenizer_object=_copy(train_tokenizer(spec.vocab_size)),
         bos_token="<|begin_of_text|>",
         eos_token="<|eot_id|>",
         pad_token="<|end_of_text|>",

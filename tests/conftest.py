@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# Tiny models run many small ops: one intra-op thread avoids OpenMP spin-waits that, on a 2-core machine, cost
+# more than the ops themselves. Set before torch is imported; subprocess servers inherit it.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,155 @@
+"""The KV block pool: O(1) allocate and free with refcounts, and the prefix cache's hash -> block map.
+
+Eviction order
+--------------
+Blocks whose refcount drops to 0 go to the *tail* of the free queue but keep their hash, so a later request with
+the same prefix can take them back (a "hit" removes the block from the middle of the queue: hence a doubly linked
+list, O(1) removal, instead of a deque). Allocation pops from the *head*, evicting the least recently freed block
+first. Callers free a sequence's blocks tail-first, so a chain's tail is evicted before its head and the shared
+head of many prompts survives longest.
+
+    head -> [b7 tail of A] <-> [b6] <-> [b5 head of A] <-> [b9 tail of B] ... <- tail (most recently freed)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from engine.stats import KVEvent
+
+
+class KVBlock:
+    __slots__ = ("block_id", "ref_cnt", "block_hash", "token_ids", "prev_free", "next_free")
+
+    def __init__(self, block_id: int):
+        self.block_id = block_id
+        self.ref_cnt = 0
+        self.block_hash: int | None = None  # set while the block is in the prefix cache
+        self.token_ids: tuple[int, ...] | None = None  # compared on a hit: a 64-bit collision never serves wrong KV
+        self.prev_free: KVBlock | None = None
+        self.next_free: KVBlock | None = None
+
+
+class FreeBlockQueue:
+    """Doubly linked list of free blocks with sentinels; every operation is O(1)."""
+
+    def __init__(self, blocks: Iterable[KVBlock]):
+        self._head = KVBlock(-1)
+        self._tail = KVBlock(-1)
+        self._head.next_free, self._tail.prev_free = self._tail, self._head
+        self.num_free_blocks = 0
+        for block in blocks:
+            self.append(block)
+
+    def append(self, block: KVBlock) -> None:
+        last = self._tail.prev_free
+        last.next_free, block.prev_free = block, last
+        block.next_free, self._tail.prev_free = self._tail, block
+        self.num_free_blocks += 1
+
+    def popleft(self) -> KVBlock:
+        block = self._head.next_free
+        if block is self._tail:
+            raise ValueError("no free blocks")
+        self.remove(block)
+        return block
+
+    def remove(self, block: KVBlock) -> None:
+        block.prev_free.next_free = block.next_free
+        block.next_free.prev_free = block.prev_free
+        block.prev_free = block.next_free = None
+        self.num_free_blocks -= 1
+
+    def __iter__(self):
+        block = self._head.next_free
+        while block is not self._tail:
+            yield block
+            block = block.next_free
+
+
+class BlockPool:
+    def __init__(self, num_blocks: int, enable_caching: bool):
+        self.num_blocks = num_blocks
+        self.enable_caching = enable_caching
+        self.blocks = [KVBlock(i) for i in range(num_blocks)]
+        self.free_queue = FreeBlockQueue(self.blocks)
+        self.cached: dict[int, KVBlock] = {}
+        self.events: list[KVEvent] = []  # drained by the engine after each step
+
+    @property
+    def num_free_blocks(self) -> int:
+        """Blocks an allocation can take now: unreferenced ones, cached or not."""
+        return self.free_queue.num_free_blocks
+
+    @property
+    def usage(self) -> float:
+        return 1.0 - self.num_free_blocks / self.num_blocks
+
+    def allocate(self, num_blocks: int) -> list[KVBlock]:
+        if num_blocks > self.free_queue.num_free_blocks:
+            raise ValueError(f"asked for {num_blocks} blocks, {self.free_queue.num_free_blocks} free")
+        out = []
+        evicted = []
+        for _ in range(num_blocks):
+            block = self.free_queue.popleft()
+            if block.block_hash is not None:
+                evicted.append(block.block_hash)
+                self._uncache(block)
+            block.ref_cnt = 1
+            out.append(block)
+        if evicted:
+            self.events.append(KVEvent("removed", evicted))
+        return out
+
+    def touch(self, blocks: Iterable[KVBlock]) -> None:
+        """Take a reference on blocks found in the prefix cache (reviving them if they were free)."""
+        for block in blocks:
+            if block.ref_cnt == 0:
+                self.free_queue.remove(block)
+            block.ref_cnt += 1
+
+    def free(self, blocks: Iterable[KVBlock]) -> None:
+        """Drop one reference each, in the given order: the first to reach 0 is the first to be evicted."""
+        for block in blocks:
+            block.ref_cnt -= 1
+            if block.ref_cnt < 0:
+                raise AssertionError(f"block {block.block_id} freed more often than referenced")
+            if block.ref_cnt == 0:
+                self.free_queue.append(block)
+
+    def lookup(self, block_hash: int, token_ids: Sequence[int]) -> KVBlock | None:
+        block = self.cached.get(block_hash)
+        if block is None or block.token_ids != tuple(token_ids):
+            return None
+        return block
+
+    def cache_blocks(self, blocks: Sequence[KVBlock], hashes: Sequence[int], token_chunks: Sequence[tuple]) -> None:
+        """Register full blocks. A hash already cached by another block keeps the first one."""
+        stored = []
+        for block, block_hash, tokens in zip(blocks, hashes, token_chunks):
+            if block_hash in self.cached or block.block_hash is not None:
+                continue
+            block.block_hash, block.token_ids = block_hash, tokens
+            self.cached[block_hash] = block
+            stored.append(block_hash)
+        if stored:
+            self.events.append(KVEvent("stored", stored))
+
+    def _uncache(self, block: KVBlock) -> None:
+        if self.cached.get(block.block_hash) is block:
+            del self.cached[block.block_hash]
+        block.block_hash = block.token_ids = None
+
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached hash. Only possible when no sequence holds a block."""
+        if self.num_free_blocks != self.num_blocks:
+            return False
+        for block in self.cached.values():
+            block.block_hash = block.token_ids = None
+        self.cached.clear()
+        self.events.append(KVEvent("cleared"))
+        return True
+
+    def take_events(self) -> list[KVEvent]:
+        events, self.events = self.events, []
+        return events

@@ -1,0 +1,324 @@
+"""The engine's step loop: schedule -> forward -> sample -> update sequences -> outputs.
+
+Not thread-safe: the server drives it from one thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import torch
+
+from engine.attention import PagedAttention, attention_ops
+from engine.block_pool import BlockPool
+from engine.config import EngineConfig
+from engine.detokenizer import IncrementalDetokenizer
+from engine.errors import ContextLengthError, RequestError, RequestTooLargeError
+from engine.kv_cache import KVCache, kv_budget_bytes, num_blocks_for_budget
+from engine.kv_cache_manager import KVCacheManager
+from engine.model_loader import load_hf_config, load_weights, resolve_device, resolve_dtype
+from engine.model_runner import ModelRunner
+from engine.models.llama import LlamaModel
+from engine.models.rope import RotaryEmbedding
+from engine.models.spec import ModelSpec
+from engine.outputs import CompletionOutput, RequestOutput
+from engine.sampler import Sampler, SamplingRow
+from engine.sampling_params import SamplingParams
+from engine.scheduler import Scheduler
+from engine.sequence import Request, Sequence, SequenceStatus
+from engine.stats import EngineStats, KVEvent
+
+log = logging.getLogger(__name__)
+
+
+class LLMEngine:
+    def __init__(self, config: EngineConfig):
+        self.config = config
+        self.device = resolve_device(config.device)
+        self.dtype = resolve_dtype(config.dtype, self.device)
+        hf_config = load_hf_config(config.model)
+        self.spec = ModelSpec.from_hf_config(hf_config)
+        self.model_name = config.served_model_name or Path(config.model).name
+        self.max_model_len = self._resolve_max_model_len(config.max_model_len)
+        self.block_size = config.block_size
+        self.tokenizer = _load_tokenizer(config.model)
+        self.eos_token_ids = _eos_token_ids(config.model, hf_config, self.tokenizer)
+
+        weights = load_weights(config.model, self.spec, config.load_format, self.device, self.dtype, config.seed)
+        rope = RotaryEmbedding(hf_config, self.spec.head_dim, self.max_model_len, self.device, self.dtype)
+        attention = PagedAttention(attention_ops(self.device, config.attention_backend), self.spec.head_dim**-0.5)
+        model = LlamaModel(self.spec, weights, rope, attention)
+
+        num_blocks = config.num_kv_blocks or num_blocks_for_budget(
+            self.spec, self.block_size, self.dtype, kv_budget_bytes(self.device, config.kv_cache_memory_bytes)
+        )
+        if num_blocks < 2:
+            raise ValueError(
+                f"the KV-cache budget holds only {num_blocks} blocks of {self.block_size} tokens "
+                f"({self.spec.kv_bytes_per_token(self.dtype.itemsize)} bytes per token); raise kv_cache_memory_bytes"
+            )
+        num_host_blocks = 0
+        if config.preemption_mode == "swap":
+            num_host_blocks = num_blocks_for_budget(self.spec, self.block_size, self.dtype, config.swap_space_bytes)
+        self.kv_cache = KVCache(self.spec, num_blocks, self.block_size, self.dtype, self.device, num_host_blocks)
+        self.pool = BlockPool(num_blocks, config.enable_prefix_caching)
+        self.kv = KVCacheManager(self.pool, self.kv_cache, self.block_size, num_host_blocks)
+        self.counters = EngineStats(num_blocks_total=num_blocks)
+        self.scheduler = Scheduler(config, self.kv, self.counters)
+        self.runner = ModelRunner(model, self.kv_cache, self.block_size, self.device)
+        self.sampler = Sampler(self.device, config.seed)
+        self.requests: dict[str, Request] = {}
+
+    def _resolve_max_model_len(self, requested: int | None) -> int:
+        limit = self.spec.max_position_embeddings
+        if self.spec.sliding_window:
+            # Attention here is full, so contexts stay within the window where full and sliding attention agree.
+            limit = min(limit, self.spec.sliding_window)
+        if requested is None:
+            return limit
+        if requested > limit:
+            raise ValueError(f"max_model_len={requested} exceeds the model's limit of {limit} positions")
+        return requested
+
+    # -- requests -----------------------------------------------------------------------------------------------
+    def add_request(
+        self,
+        request_id: str,
+        prompt_token_ids: list[int],
+        params: SamplingParams,
+        cache_salt: str = "",
+        arrival_time: float | None = None,
+    ) -> None:
+        if request_id in self.requests:
+            raise RequestError(f"request id {request_id!r} is already in use", param="request_id")
+        self._validate_prompt(prompt_token_ids)
+        max_tokens = self._resolve_max_tokens(len(prompt_token_ids), params)
+        request = Request(request_id, list(prompt_token_ids), params, cache_salt, max_tokens=max_tokens)
+        if arrival_time is not None:
+            request.arrival_time = arrival_time
+        request.seqs.append(self._new_sequence(request, 0))
+        self.requests[request_id] = request
+        self.scheduler.add(request.seqs[0])
+
+    def _validate_prompt(self, prompt_token_ids: list[int]) -> None:
+        if not prompt_token_ids:
+            raise RequestError("the prompt is empty", param="prompt")
+        vocab = self.spec.vocab_size
+        if min(prompt_token_ids) < 0 or max(prompt_token_ids) >= vocab:
+            raise RequestError(f"prompt token ids must be in [0, {vocab})", param="prompt")
+        if not self.config.enable_chunked_prefill and len(prompt_token_ids) > self.config.max_num_batched_tokens:
+            raise RequestError(
+                f"the prompt has {len(prompt_token_ids)} tokens, more than max_num_batched_tokens="
+                f"{self.config.max_num_batched_tokens} with chunked prefill off",
+                param="prompt",
+            )
+
+    def _resolve_max_tokens(self, num_prompt_tokens: int, params: SamplingParams) -> int:
+        room = self.max_model_len - num_prompt_tokens
+        if params.max_tokens is not None and params.max_tokens > room or room < 1:
+            raise ContextLengthError(num_prompt_tokens, params.max_tokens or 1, self.max_model_len)
+        max_tokens = params.max_tokens if params.max_tokens is not None else room
+        # A sequence must fit in the pool on its own, or preemption would cycle forever.
+        capacity_tokens = self.pool.num_blocks * self.block_size
+        if num_prompt_tokens + max_tokens > capacity_tokens:
+            if params.max_tokens is not None or num_prompt_tokens >= capacity_tokens:
+                needed = -(-(num_prompt_tokens + max_tokens) // self.block_size)
+                raise RequestTooLargeError(num_prompt_tokens + max_tokens, needed, self.pool.num_blocks)
+            max_tokens = capacity_tokens - num_prompt_tokens
+        return max_tokens
+
+    def _new_sequence(self, request: Request, index: int) -> Sequence:
+        params = request.params
+        generator = None
+        if params.seed is not None:
+            generator = torch.Generator(device=self.device).manual_seed(params.seed + index)
+        detok = IncrementalDetokenizer(
+            self.tokenizer.backend_tokenizer, request.prompt_token_ids, params.stop, params.skip_special_tokens
+        )
+        return Sequence(request, index, list(request.prompt_token_ids), detok, generator)
+
+    def abort_request(self, request_id: str) -> None:
+        request = self.requests.pop(request_id, None)
+        if request is None:
+            return
+        for seq in request.seqs:
+            if not seq.is_finished:
+                self._finish(seq, "abort")
+        self.scheduler.remove_finished()
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.requests)
+
+    # -- the step -----------------------------------------------------------------------------------------------
+    def step(self) -> list[RequestOutput]:
+        started = time.monotonic()
+        sched = self.scheduler.schedule()
+        if sched.is_empty:
+            return []
+        logits, sample_seqs = self.runner.execute(sched.scheduled)
+        for seq, num_new in sched.scheduled:
+            seq.num_computed_tokens += num_new
+            self.kv.cache_full_blocks(seq)
+        touched = self._sample_and_append(logits, sample_seqs)
+        self.scheduler.remove_finished()
+        now = time.monotonic()
+        self.counters.num_steps_total += 1
+        self.counters.last_step_time_s = now - started
+        return self._make_outputs(touched, now)
+
+    def _sample_and_append(self, logits: torch.Tensor, sample_seqs: list[Sequence]) -> list[Request]:
+        # Expand rows: a request finishing its prompt with n > 1 forks here, and its siblings sample from the
+        # same logits row with their own randomness.
+        rows, row_seqs, row_index = [], [], []
+        for i, seq in enumerate(sample_seqs):
+            family = [seq]
+            request = seq.request
+            if not request.forked:
+                family += self._fork(request)
+            for member in family:
+                rows.append(self._sampling_row(member))
+                row_seqs.append(member)
+                row_index.append(i)
+        if not rows:
+            return []
+        if len(row_index) != len(sample_seqs):
+            logits = logits[torch.tensor(row_index, device=logits.device)]
+        result = self.sampler(logits, rows)
+        touched: dict[str, Request] = {}
+        for seq, token_id, logprob in zip(row_seqs, result.token_ids, result.logprobs):
+            self._append_token(seq, token_id, logprob)
+            touched[seq.request.request_id] = seq.request
+        return list(touched.values())
+
+    def _fork(self, request: Request) -> list[Sequence]:
+        request.forked = True
+        parent = request.seqs[0]
+        children = []
+        for index in range(1, request.params.n):
+            child = self._new_sequence(request, index)
+            self.kv.fork(parent, child)
+            self.scheduler.add_running(child)
+            request.seqs.append(child)
+            children.append(child)
+        return children
+
+    def _sampling_row(self, seq: Sequence) -> SamplingRow:
+        params = seq.request.params
+        suppressed = []
+        if seq.num_output_tokens < params.min_tokens:
+            suppressed = list(params.stop_token_ids) + ([] if params.ignore_eos else list(self.eos_token_ids))
+        outputs = seq.output_token_ids if params.has_penalties else []
+        return SamplingRow(params, seq.generator, outputs, suppressed)
+
+    def _append_token(self, seq: Sequence, token_id: int, logprob) -> None:
+        request, params = seq.request, seq.request.params
+        if request.first_token_time is None:
+            request.first_token_time = time.monotonic()
+        seq.token_ids.append(token_id)
+        self.counters.generation_tokens_total += 1
+        if seq.logprobs is not None:
+            seq.logprobs.append(logprob)
+        # Stop tokens cannot appear under min_tokens: the sampler suppressed them (_sampling_row).
+        if token_id in params.stop_token_ids or (not params.ignore_eos and token_id in self.eos_token_ids):
+            seq.stop_reason = token_id if token_id in params.stop_token_ids else None
+            self._finish(seq, "stop")
+            return
+        num_out = seq.num_output_tokens
+        stop = seq.detokenizer.append(token_id, check_stop=num_out >= params.min_tokens)
+        if stop is not None:
+            seq.stop_reason = stop
+            self._finish(seq, "stop")
+        elif num_out >= request.max_tokens or seq.num_tokens >= self.max_model_len:
+            self._finish(seq, "length")
+
+    def _finish(self, seq: Sequence, reason: str) -> None:
+        seq.finish_reason = reason
+        if seq.status is SequenceStatus.SWAPPED:
+            self.kv.release_host_blocks(seq)
+        seq.status = SequenceStatus.FINISHED
+        self.kv.free(seq)
+
+    def _make_outputs(self, touched: list[Request], now: float) -> list[RequestOutput]:
+        outputs = []
+        for request in touched:
+            choices = [self._choice_output(seq) for seq in request.seqs]
+            finished = request.is_finished
+            if finished:
+                request.finished_time = now
+                del self.requests[request.request_id]
+            outputs.append(
+                RequestOutput(
+                    request_id=request.request_id,
+                    prompt_token_ids=request.prompt_token_ids,
+                    outputs=choices,
+                    finished=finished,
+                    num_cached_tokens=request.num_cached_tokens,
+                    arrival_time=request.arrival_time,
+                    first_scheduled_time=request.first_scheduled_time,
+                    first_token_time=request.first_token_time,
+                    finished_time=request.finished_time,
+                )
+            )
+        return outputs
+
+    @staticmethod
+    def _choice_output(seq: Sequence) -> CompletionOutput:
+        output_ids = seq.output_token_ids
+        delta_ids = output_ids[seq.num_emitted_tokens :]
+        seq.num_emitted_tokens = len(output_ids)
+        delta_logprobs = None
+        if seq.logprobs is not None:
+            delta_logprobs = seq.logprobs[seq.num_emitted_logprobs :]
+            seq.num_emitted_logprobs = len(seq.logprobs)
+        return CompletionOutput(
+            index=seq.index,
+            text=seq.detokenizer.text,
+            token_ids=output_ids,
+            logprobs=seq.logprobs,
+            delta_text=seq.detokenizer.take_delta(final=seq.is_finished),
+            delta_token_ids=delta_ids,
+            delta_logprobs=delta_logprobs,
+            finish_reason=seq.finish_reason,
+            stop_reason=seq.stop_reason,
+        )
+
+    # -- introspection for the server ---------------------------------------------------------------------------
+    def stats(self) -> EngineStats:
+        """Counters plus the current queue and KV-pool gauges (the object is updated in place: copy to keep)."""
+        s = self.counters
+        s.num_running = len(self.scheduler.running)
+        s.num_waiting = len(self.scheduler.waiting)
+        s.num_swapped = len(self.scheduler.swapped)
+        s.num_blocks_free = self.pool.num_free_blocks
+        s.kv_cache_usage = self.pool.usage
+        return s
+
+    def take_kv_events(self) -> list[KVEvent]:
+        return self.pool.take_events()
+
+    def cached_block_hashes(self) -> list[int]:
+        return list(self.pool.cached)
+
+    def reset_prefix_cache(self) -> bool:
+        return self.pool.reset_prefix_cache()
+
+
+def _load_tokenizer(model_dir: str):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+
+
+def _eos_token_ids(model_dir: str, hf_config, tokenizer) -> set[int]:
+    import json
+
+    ids: set[int] = set()
+    for source in (getattr(hf_config, "eos_token_id", None), tokenizer.eos_token_id):
+        ids.update(source if isinstance(source, list) else [source] if source is not None else [])
+    gen_config = Path(model_dir) / "generation_config.json"
+    if gen_config.is_file():
+        eos = json.loads(gen_config.read_text()).get("eos_token_id")
+        ids.update(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+    return ids

@@ -1,0 +1,97 @@
+"""Turns a scheduled step into one flattened forward pass: input ids, positions, slot mapping, block tables and
+sequence lengths, built with a few tensor ops rather than per-token Python.
+
+Batch layout: [decode sequences (1 token each) | prefill chunks]; logits are computed only for the last token of
+each sequence that has all its tokens computed after this step (decodes, and prefills on their last chunk).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from engine.attention import AttentionMetadata
+from engine.kv_cache import KVCache
+from engine.models.llama import LlamaModel
+from engine.sequence import Sequence
+
+
+@dataclass
+class StepInputs:
+    input_ids: torch.Tensor  # [T]
+    positions: torch.Tensor  # [T]
+    meta: AttentionMetadata
+    logit_indices: torch.Tensor  # [R] rows of the hidden states to sample from
+    sample_seqs: list[Sequence]  # the R sequences those rows belong to, same order
+
+
+class ModelRunner:
+    def __init__(self, model: LlamaModel, kv_cache: KVCache, block_size: int, device: torch.device):
+        self.model = model
+        self.kv_cache = kv_cache
+        self.block_size = block_size
+        self.device = device
+
+    def execute(self, scheduled: list[tuple[Sequence, int]]) -> tuple[torch.Tensor, list[Sequence]]:
+        """Run one step; return logits [R, V] (fp32) and the sequences they belong to."""
+        inputs = self.prepare(scheduled)
+        hidden = self.model.forward(inputs.input_ids, inputs.positions, self.kv_cache.layers, inputs.meta)
+        if not inputs.sample_seqs:
+            return hidden.new_empty((0, self.model.spec.vocab_size), dtype=torch.float32), []
+        return self.model.compute_logits(hidden[inputs.logit_indices]), inputs.sample_seqs
+
+    def prepare(self, scheduled: list[tuple[Sequence, int]]) -> StepInputs:
+        decodes = [(s, n) for s, n in scheduled if n == 1]
+        prefills = [(s, n) for s, n in scheduled if n != 1]
+        ordered = decodes + prefills
+
+        token_ids: list[int] = []
+        starts: list[int] = []  # first position computed this step, per sequence
+        lens: list[int] = []  # tokens computed this step
+        for seq, n in ordered:
+            start = seq.num_computed_tokens
+            token_ids.extend(seq.token_ids[start : start + n])
+            starts.append(start)
+            lens.append(n)
+        dev = self.device
+        num_lens = torch.tensor(lens, dtype=torch.long)
+        seq_lens = torch.tensor(starts, dtype=torch.long) + num_lens  # context length after this step
+        cu = torch.zeros(len(ordered) + 1, dtype=torch.long)
+        torch.cumsum(num_lens, 0, out=cu[1:])
+        num_tokens = int(cu[-1])
+        seq_index = torch.repeat_interleave(torch.arange(len(ordered)), num_lens)  # [T]
+        positions = torch.arange(num_tokens) - cu[:-1][seq_index] + (seq_lens - num_lens)[seq_index]
+
+        max_blocks = max(len(s.block_table) for s, _ in ordered)
+        block_tables = torch.zeros(len(ordered), max_blocks, dtype=torch.int32)
+        for i, (seq, _) in enumerate(ordered):
+            block_tables[i, : len(seq.block_table)] = torch.tensor([b.block_id for b in seq.block_table])
+        bs = self.block_size
+        slot_mapping = block_tables[seq_index, positions // bs].long() * bs + positions % bs
+
+        # Sample only where every token of the sequence is computed after this step.
+        last_rows, sample_seqs = [], []
+        for i, (seq, n) in enumerate(ordered):
+            if seq.num_computed_tokens + n == seq.num_tokens:
+                last_rows.append(int(cu[i + 1]) - 1)
+                sample_seqs.append(seq)
+
+        nd = len(decodes)
+        meta = AttentionMetadata(
+            slot_mapping=slot_mapping.to(dev),
+            num_decodes=nd,
+            decode_block_tables=block_tables[:nd].to(dev),
+            decode_seq_lens=seq_lens[:nd].to(torch.int32).to(dev),
+            prefill_block_tables=block_tables[nd:].to(dev),
+            prefill_seq_lens=seq_lens[nd:].to(torch.int32).to(dev),
+            prefill_query_start_loc=(cu[nd:] - cu[nd]).to(torch.int32).to(dev),
+            num_prefills=len(prefills),
+        )
+        return StepInputs(
+            input_ids=torch.tensor(token_ids, dtype=torch.long, device=dev),
+            positions=positions.to(dev),
+            meta=meta,
+            logit_indices=torch.tensor(last_rows, dtype=torch.long, device=dev),
+            sample_seqs=sample_seqs,
+        )

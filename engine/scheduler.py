@@ -1,0 +1,162 @@
+"""Iteration-level scheduling under a per-step token budget.
+
+Each step, in order:
+  1. running sequences (admission order): a decode takes 1 token of the budget, an unfinished prefill takes a
+     chunk; when blocks run out, the most recently admitted running sequence is preempted (recompute or swap)
+     until the current one fits;
+  2. swapped-out sequences come back (swap mode), oldest first, if nothing was preempted this step;
+  3. waiting sequences are admitted FIFO while there is budget, a sequence slot, and KV room above the
+     watermark; a prompt hit in the prefix cache only pays for its uncached tail.
+Decodes are scheduled before prefills, so a long prompt never stalls them: it is chunked around them instead.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from engine.config import EngineConfig
+from engine.kv_cache_manager import KVCacheManager
+from engine.sequence import Sequence, SequenceStatus
+from engine.stats import EngineStats
+
+
+@dataclass
+class SchedulerOutput:
+    scheduled: list[tuple[Sequence, int]] = field(default_factory=list)  # (sequence, tokens to compute this step)
+    num_batched_tokens: int = 0
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.scheduled
+
+
+class Scheduler:
+    def __init__(self, config: EngineConfig, kv: KVCacheManager, stats: EngineStats):
+        self.config = config
+        self.kv = kv
+        self.stats = stats
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []  # admission order: the last is preempted first
+        self.swapped: deque[Sequence] = deque()
+        self.watermark_blocks = int(config.kv_admission_watermark * kv.pool.num_blocks)
+        self.chunk_limit = config.long_prefill_token_threshold or config.max_num_batched_tokens
+
+    @property
+    def num_unfinished(self) -> int:
+        return len(self.waiting) + len(self.running) + len(self.swapped)
+
+    def add(self, seq: Sequence) -> None:
+        self.waiting.append(seq)
+
+    def add_running(self, seq: Sequence) -> None:
+        """A forked sibling: it already holds (shared) blocks and joins the running batch directly."""
+        seq.status = SequenceStatus.RUNNING
+        self.running.append(seq)
+
+    def remove_finished(self) -> None:
+        """Drop finished sequences (rebuilt lists: O(n) once per step, not per removal)."""
+        if any(s.is_finished for s in self.running):
+            self.running = [s for s in self.running if not s.is_finished]
+        if any(s.is_finished for s in self.waiting):
+            self.waiting = deque(s for s in self.waiting if not s.is_finished)
+        if any(s.is_finished for s in self.swapped):
+            self.swapped = deque(s for s in self.swapped if not s.is_finished)
+
+    def schedule(self) -> SchedulerOutput:
+        out = SchedulerOutput()
+        budget = self.config.max_num_batched_tokens
+        budget, preempted = self._schedule_running(out, budget)
+        if not preempted:
+            budget = self._schedule_swapped(out, budget)
+            if not self.swapped:
+                self._schedule_waiting(out, budget)
+        out.num_batched_tokens = sum(n for _, n in out.scheduled)
+        return out
+
+    # -- phase 1 ------------------------------------------------------------------------------------------------
+    def _schedule_running(self, out: SchedulerOutput, budget: int) -> tuple[int, bool]:
+        preempted = False
+        running = self.running
+        i = 0
+        while i < len(running) and budget > 0:
+            seq = running[i]
+            num_new = min(seq.num_tokens - seq.num_computed_tokens, budget, self.chunk_limit)
+            while not self.kv.allocate_slots(seq, num_new):
+                victim = running.pop()
+                self._preempt(victim)
+                preempted = True
+                if victim is seq:
+                    break
+            else:
+                out.scheduled.append((seq, num_new))
+                budget -= num_new
+                self._count_chunk(seq, num_new)
+            i += 1
+        return budget, preempted
+
+    def _preempt(self, seq: Sequence) -> None:
+        self.stats.num_preemptions_total += 1
+        if self.config.preemption_mode == "swap" and self.kv.swap_out(seq):
+            seq.status = SequenceStatus.SWAPPED
+            self.swapped.append(seq)
+            self.stats.num_swapped_out_total += 1
+            return
+        # Recompute: drop the KV; the sequence (prompt + output so far) is prefilled again later, mostly from the
+        # prefix cache if its blocks survive.
+        self.kv.free(seq)
+        seq.num_computed_tokens = 0
+        seq.status = SequenceStatus.WAITING
+        self.waiting.appendleft(seq)
+
+    # -- phase 2 ------------------------------------------------------------------------------------------------
+    def _schedule_swapped(self, out: SchedulerOutput, budget: int) -> int:
+        while self.swapped and budget > 0 and len(self.running) < self.config.max_num_seqs:
+            seq = self.swapped[0]
+            if not self.kv.swap_in(seq, reserve_blocks=self.watermark_blocks):
+                break
+            self.swapped.popleft()
+            self.stats.num_swapped_in_total += 1
+            seq.status = SequenceStatus.RUNNING
+            self.running.append(seq)
+            num_new = min(seq.num_tokens - seq.num_computed_tokens, budget, self.chunk_limit)
+            if not self.kv.allocate_slots(seq, num_new):
+                break  # it holds its blocks and runs next step
+            out.scheduled.append((seq, num_new))
+            budget -= num_new
+        return budget
+
+    # -- phase 3 ------------------------------------------------------------------------------------------------
+    def _schedule_waiting(self, out: SchedulerOutput, budget: int) -> None:
+        chunked = self.config.enable_chunked_prefill
+        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
+            seq = self.waiting[0]
+            cached = self.kv.find_cached_prefix(seq)
+            num_cached_tokens = len(cached) * self.kv.block_size
+            num_new = seq.num_tokens - num_cached_tokens
+            if not chunked and num_new > budget:
+                break
+            num_new = min(num_new, budget, self.chunk_limit)
+            if not self.kv.allocate_slots(seq, num_new, cached, reserve_blocks=self.watermark_blocks):
+                break
+            self.waiting.popleft()
+            seq.status = SequenceStatus.RUNNING
+            self.running.append(seq)
+            out.scheduled.append((seq, num_new))
+            budget -= num_new
+            self._count_admission(seq, num_cached_tokens)
+            self._count_chunk(seq, num_new)
+
+    def _count_admission(self, seq: Sequence, num_cached_tokens: int) -> None:
+        request = seq.request
+        if request.first_scheduled_time is None:
+            request.first_scheduled_time = time.monotonic()
+            request.num_cached_tokens = num_cached_tokens
+            self.stats.prompt_tokens_total += len(request.prompt_token_ids)
+        self.stats.prefix_cache_queries_total += seq.num_tokens
+        self.stats.prefix_cache_hits_total += num_cached_tokens
+
+    def _count_chunk(self, seq: Sequence, num_new: int) -> None:
+        if seq.num_computed_tokens + num_new < seq.num_tokens:
+            self.stats.num_chunked_prefill_steps_total += 1

@@ -1,0 +1,98 @@
+"""A request and its sequences. A request with n choices prefills its prompt once as sequence 0 and then forks
+n - 1 more that share the prompt's blocks (copy-on-write)."""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from engine.block_pool import KVBlock
+from engine.detokenizer import IncrementalDetokenizer
+from engine.outputs import TokenLogprob
+from engine.sampling_params import SamplingParams
+
+
+class SequenceStatus(enum.Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    SWAPPED = "swapped"
+    FINISHED = "finished"
+
+
+_seq_ids = itertools.count()
+
+
+class Sequence:
+    def __init__(
+        self,
+        request: Request,
+        index: int,
+        token_ids: list[int],
+        detokenizer: IncrementalDetokenizer,
+        generator: torch.Generator | None,
+    ):
+        self.seq_id = next(_seq_ids)
+        self.request = request
+        self.index = index  # choice index within the request
+        self.token_ids = token_ids  # prompt + output
+        self.num_prompt_tokens = len(request.prompt_token_ids)
+        self.num_computed_tokens = 0  # tokens whose KV is in the cache
+        self.status = SequenceStatus.WAITING
+        # KV state (owned by KVCacheManager)
+        self.block_table: list[KVBlock] = []
+        self.block_hashes: list[int] = []  # hashes of full blocks of token_ids, chained
+        self.num_cached_blocks = 0  # leading blocks of block_table registered in the prefix cache
+        self.host_block_ids: list[int] = []  # where the KV lives while swapped out
+        # sampling and output
+        self.generator = generator
+        self.detokenizer = detokenizer
+        self.logprobs: list[TokenLogprob] | None = [] if request.params.logprobs is not None else None
+        self.finish_reason: str | None = None
+        self.stop_reason: str | int | None = None
+        self.num_emitted_tokens = 0  # output tokens already handed out in a RequestOutput
+        self.num_emitted_logprobs = 0
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.token_ids) - self.num_prompt_tokens
+
+    @property
+    def output_token_ids(self) -> list[int]:
+        return self.token_ids[self.num_prompt_tokens :]
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status is SequenceStatus.FINISHED
+
+    @property
+    def is_prefilling(self) -> bool:
+        return self.num_computed_tokens < self.num_tokens - 1
+
+
+@dataclass
+class Request:
+    request_id: str
+    prompt_token_ids: list[int]
+    params: SamplingParams
+    cache_salt: str = ""
+    arrival_time: float = field(default_factory=time.monotonic)
+    seqs: list[Sequence] = field(default_factory=list)
+    forked: bool = False  # the n - 1 sibling sequences exist
+    max_tokens: int = 0  # resolved: params.max_tokens or what the context allows
+    num_cached_tokens: int = 0  # prompt tokens found in the prefix cache at first admission
+    first_scheduled_time: float | None = None
+    first_token_time: float | None = None
+    finished_time: float | None = None
+
+    @property
+    def is_finished(self) -> bool:
+        # Before the fork only sequence 0 exists, so this also covers a request aborted during its prefill.
+        return all(s.is_finished for s in self.seqs)

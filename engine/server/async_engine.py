@@ -1,0 +1,315 @@
+"""The engine thread: runs an LLMEngine beside the event loop, which never waits on a step.
+
+    event loop                                   engine thread (owns the LLMEngine; it is not thread-safe)
+    ----------                                   -------------------------------------------------------
+    add_requests() -> command queue  ------->    between steps: add / abort / snapshot commands
+    abort()        -> command queue  ------->    step(); take_kv_events() numbered with the next sequence numbers
+    _deliver()  <-- call_soon_threadsafe  <--    one callback per iteration: outputs, KV events, stats
+
+call_soon_threadsafe callbacks run in the order they were made, so an add's result reaches the loop before its first
+output, and a snapshot after every event it includes. If the loop dies (any exception from the engine), the loop side
+fails every waiting request, refuses new ones, and calls `on_fatal` so the process exits non-zero.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import queue
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from engine.errors import RequestError
+from engine.outputs import RequestOutput
+from engine.sampling_params import SamplingParams
+from engine.server.errors import EngineUnavailableError, OverloadedError, from_request_error
+from engine.server.kv_events import KVEventHub, SequencedEvent, Snapshot
+from engine.server.metrics import ServerMetrics
+
+logger = logging.getLogger(__name__)
+
+_STOP = object()
+
+
+@dataclass
+class _AddGroup:
+    """Engine requests of one HTTP request (one per prompt); added all or none."""
+
+    request_ids: list[str]
+    prompts: list[list[int]]
+    params: SamplingParams
+    cache_salt: str
+    future: asyncio.Future
+
+
+@dataclass
+class _Abort:
+    request_ids: list[str]
+
+
+@dataclass
+class _TakeSnapshot:
+    future: asyncio.Future
+
+
+class OutputStream:
+    """Outputs of one HTTP request's engine requests, as (prompt_index, RequestOutput), until all finish."""
+
+    def __init__(self, request_ids: list[str], arrival_time_s: float, metrics: ServerMetrics):
+        self.request_ids = request_ids
+        self.arrival_time_s = arrival_time_s
+        self.finished = False
+        self._metrics = metrics
+        self._queue: asyncio.Queue = asyncio.Queue()
+        self._num_unfinished = len(request_ids)
+        self._last_token_time_s: list[float | None] = [None] * len(request_ids)
+
+    def put(self, prompt_index: int, output: RequestOutput, now_s: float) -> None:
+        self._observe(prompt_index, output, now_s)
+        self._queue.put_nowait((prompt_index, output))
+        if output.finished:
+            self._num_unfinished -= 1
+            if self._num_unfinished == 0:
+                self.finished = True
+                self._queue.put_nowait(None)
+
+    def fail(self, exc: Exception) -> None:
+        self.finished = True
+        self._queue.put_nowait(exc)
+
+    async def __aiter__(self) -> AsyncIterator[tuple[int, RequestOutput]]:
+        while True:
+            item = await self._queue.get()
+            if item is None:
+                return
+            if isinstance(item, Exception):
+                raise item
+            yield item
+
+    def _observe(self, prompt_index: int, output: RequestOutput, now_s: float) -> None:
+        if any(c.delta_token_ids for c in output.outputs):
+            last_s = self._last_token_time_s[prompt_index]
+            if last_s is None:
+                self._metrics.ttft_s.observe(now_s - self.arrival_time_s)
+            else:
+                self._metrics.itl_s.observe(now_s - last_s)
+            self._last_token_time_s[prompt_index] = now_s
+        if output.finished:
+            self._metrics.e2e_s.observe(now_s - self.arrival_time_s)
+            for choice in output.outputs:
+                self._metrics.request_finished(choice.finish_reason or "abort")
+
+
+class AsyncEngine:
+    def __init__(
+        self,
+        engine,
+        metrics: ServerMetrics,
+        kv_hub: KVEventHub,
+        max_waiting_requests: int,
+        retry_after_s: int,
+        on_fatal: Callable[[BaseException], None],
+    ):
+        self.engine = engine
+        self.metrics = metrics
+        self.kv_hub = kv_hub
+        self.max_waiting_requests = max_waiting_requests
+        self.retry_after_s = retry_after_s
+        self.on_fatal = on_fatal
+        self.dead: BaseException | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._commands: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="engine-loop", daemon=True)
+        # Event-loop side.
+        self._streams: dict[str, tuple[OutputStream, int]] = {}
+        self._pending_futures: set[asyncio.Future] = set()
+        self._num_pending_adds = 0  # requests submitted whose add the engine thread has not yet reported
+        # Engine-thread side.
+        self._kv_seq = 0
+
+    # -- event-loop API ---------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._thread.start()
+
+    async def stop(self, timeout_s: float = 10.0) -> None:
+        self._commands.put(_STOP)
+        await asyncio.to_thread(self._thread.join, timeout_s)
+
+    @property
+    def alive(self) -> bool:
+        return self.dead is None and self._thread.is_alive()
+
+    async def add_requests(
+        self,
+        request_ids: list[str],
+        prompts: list[list[int]],
+        params: SamplingParams,
+        cache_salt: str,
+        arrival_time_s: float,
+    ) -> OutputStream:
+        """Admit one HTTP request's prompts. Raises OverloadedError (queue full), InvalidRequestError (the engine
+        refused it, e.g. too long) or EngineUnavailableError."""
+        self._check_alive()
+        num_waiting = (self.metrics.stats.num_waiting if self.metrics.stats else 0) + self._num_pending_adds
+        if num_waiting + len(prompts) > self.max_waiting_requests:
+            self.metrics.request_rejected("queue_full")
+            raise OverloadedError(
+                f"The waiting queue is full ({num_waiting} waiting, limit {self.max_waiting_requests}); retry later.",
+                self.retry_after_s,
+            )
+        stream = OutputStream(request_ids, arrival_time_s, self.metrics)
+        for index, request_id in enumerate(request_ids):
+            self._streams[request_id] = (stream, index)
+        self._num_pending_adds += len(prompts)
+        future = self._new_future()
+        self._commands.put(_AddGroup(request_ids, prompts, params, cache_salt, future))
+        try:
+            await future
+        except RequestError as exc:
+            self.metrics.request_rejected(type(exc).__name__)
+            raise from_request_error(exc) from None
+        finally:
+            if future.cancelled() or future.exception() is not None:
+                self._forget(stream)
+        return stream
+
+    def abort(self, stream: OutputStream) -> None:
+        """Stop a stream's unfinished requests (client gone); their blocks are freed before the next step."""
+        if self._forget(stream) and self.alive:
+            self.metrics.aborted.inc()
+
+    async def kv_snapshot(self) -> Snapshot:
+        self._check_alive()
+        future = self._new_future()
+        self._commands.put(_TakeSnapshot(future))
+        return await future
+
+    # -- event-loop internals ---------------------------------------------------------------------------------------
+
+    def _check_alive(self) -> None:
+        if not self.alive:
+            raise EngineUnavailableError()
+
+    def _new_future(self) -> asyncio.Future:
+        future = self._loop.create_future()
+        self._pending_futures.add(future)
+        future.add_done_callback(self._pending_futures.discard)
+        return future
+
+    def _forget(self, stream: OutputStream) -> bool:
+        """Drop a stream's live requests from the routing table and abort them in the engine."""
+        live = [rid for rid in stream.request_ids if rid in self._streams]
+        for rid in live:
+            del self._streams[rid]
+        if live:
+            self._commands.put(_Abort(live))
+        return bool(live)
+
+    def _deliver(self, outputs: list[RequestOutput], events: list[SequencedEvent], stats, num_added: int) -> None:
+        now_s = time.monotonic()
+        self._num_pending_adds -= num_added
+        self.metrics.stats = stats
+        if events:
+            self.kv_hub.publish(events)
+        for output in outputs:
+            entry = self._streams.get(output.request_id)
+            if entry is None:
+                continue  # aborted while this step ran
+            stream, prompt_index = entry
+            if output.finished:
+                del self._streams[output.request_id]
+            stream.put(prompt_index, output, now_s)
+
+    def _resolve(self, future: asyncio.Future, result=None, exc: BaseException | None = None) -> None:
+        if future.done():
+            return
+        if exc is not None:
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+
+    def _deliver_snapshot(self, events: list[SequencedEvent], snapshot: Snapshot, future: asyncio.Future) -> None:
+        if events:
+            self.kv_hub.publish(events)
+        self._resolve(future, snapshot)
+
+    def _die(self, exc: BaseException) -> None:
+        logger.critical("engine loop crashed; failing all requests and exiting", exc_info=exc)
+        self.dead = exc
+        error = EngineUnavailableError()
+        for stream in {stream for stream, _ in self._streams.values()}:
+            stream.fail(error)
+        self._streams.clear()
+        for future in list(self._pending_futures):
+            self._resolve(future, exc=error)
+        self.kv_hub.close()
+        self.on_fatal(exc)
+
+    def _call_loop(self, callback, *args) -> None:
+        try:
+            self._loop.call_soon_threadsafe(callback, *args)
+        except RuntimeError:
+            pass  # the loop is closed: the server is already gone
+
+    # -- engine thread ----------------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while True:
+                num_added = 0
+                for command in self._take_commands(block=not self.engine.has_unfinished_requests()):
+                    if command is _STOP:
+                        return
+                    num_added += self._apply(command)
+                outputs = self.engine.step() if self.engine.has_unfinished_requests() else []
+                # stats() is updated in place by later steps: hand the loop a copy.
+                stats = copy.copy(self.engine.stats())
+                self._call_loop(self._deliver, outputs, self._take_events(), stats, num_added)
+        except BaseException as exc:  # noqa: BLE001 - any failure of the loop is fatal for the replica
+            self._call_loop(self._die, exc)
+
+    def _take_commands(self, block: bool) -> list:
+        commands = [self._commands.get()] if block else []
+        while True:
+            try:
+                commands.append(self._commands.get_nowait())
+            except queue.Empty:
+                return commands
+
+    def _apply(self, command) -> int:
+        if isinstance(command, _AddGroup):
+            return self._add_group(command)
+        if isinstance(command, _Abort):
+            for request_id in command.request_ids:
+                self.engine.abort_request(request_id)
+        elif isinstance(command, _TakeSnapshot):
+            events = self._take_events()
+            snapshot = Snapshot(self._kv_seq, list(self.engine.cached_block_hashes()))
+            self._call_loop(self._deliver_snapshot, events, snapshot, command.future)
+        return 0
+
+    def _add_group(self, group: _AddGroup) -> int:
+        added = []
+        try:
+            for request_id, prompt in zip(group.request_ids, group.prompts, strict=True):
+                self.engine.add_request(request_id, prompt, group.params, cache_salt=group.cache_salt)
+                added.append(request_id)
+        except RequestError as exc:
+            for request_id in added:
+                self.engine.abort_request(request_id)
+            self._call_loop(self._resolve, group.future, None, exc)
+        else:
+            self._call_loop(self._resolve, group.future, None, None)
+        return len(group.request_ids)
+
+    def _take_events(self) -> list[SequencedEvent]:
+        events = []
+        for event in self.engine.take_kv_events():
+            self._kv_seq += 1
+            events.append(SequencedEvent(self._kv_seq, event.kind, list(event.block_hashes)))
+        return events

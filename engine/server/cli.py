@@ -1,0 +1,124 @@
+"""`sluicegate engine --model DIR [--port 8100] [--max-num-seqs N] ...`: one replica under uvicorn.
+
+Every EngineConfig and ServerConfig field is a flag (`max_num_seqs` -> `--max-num-seqs`, booleans get `--no-...`);
+`--config FILE` reads a YAML file with `engine:` and `server:` sections (config/engine.yaml), and flags override it.
+
+Exit status: 0 after a clean shutdown (SIGTERM/SIGINT drain), 1 when the engine loop crashed, 2 for bad settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import socket
+import sys
+
+import uvicorn
+
+from engine.config import EngineConfig
+from engine.server.app import create_app
+from engine.server.config import ServerConfig
+
+logger = logging.getLogger(__name__)
+
+
+class ReplicaServer(uvicorn.Server):
+    """uvicorn.Server that drains on SIGTERM and exits non-zero when the engine loop dies."""
+
+    def __init__(self, llm_engine, config: ServerConfig):
+        self.exit_code = 0
+        self.app = create_app(llm_engine, config, on_fatal=self._on_fatal)
+        super().__init__(
+            uvicorn.Config(
+                self.app,
+                host=config.host,
+                port=config.port,
+                log_level=config.log_level,
+                timeout_graceful_shutdown=config.drain_timeout_s,
+                lifespan="on",
+            )
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    def handle_exit(self, sig, frame) -> None:
+        # Signal handlers run between bytecodes; touch loop state only from the loop itself.
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self.app.state.replica.begin_drain)
+        super().handle_exit(sig, frame)
+
+    def _on_fatal(self, exc: BaseException) -> None:
+        self.exit_code = 1
+        self.should_exit = True
+
+
+def serve(llm_engine, config: ServerConfig, sockets: list[socket.socket] | None = None) -> int:
+    server = ReplicaServer(llm_engine, config)
+    server.run(sockets=sockets)
+    return server.exit_code
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        engine_config, server_config = build_configs(args)
+    except (ValueError, TypeError, OSError) as exc:
+        print(f"sluicegate engine: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=server_config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from engine.llm_engine import LLMEngine
+
+    llm_engine = LLMEngine(engine_config)
+    logger.info("serving %s on http://%s:%d", llm_engine.model_name, server_config.host, server_config.port)
+    return serve(llm_engine, server_config)
+
+
+def build_configs(args: argparse.Namespace) -> tuple[EngineConfig, ServerConfig]:
+    sections = _read_yaml(args.config) if args.config else {}
+    engine_kwargs = {**sections.get("engine", {}), **_given(args, EngineConfig)}
+    server_kwargs = {**sections.get("server", {}), **_given(args, ServerConfig)}
+    if "model" not in engine_kwargs:
+        raise ValueError("--model DIR is required (a local Hugging Face model folder)")
+    return EngineConfig(**engine_kwargs), ServerConfig(**server_kwargs)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sluicegate engine", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", help="YAML file with engine: and server: sections")
+    for cls in (EngineConfig, ServerConfig):
+        group = parser.add_argument_group(cls.__name__)
+        for f in dataclasses.fields(cls):
+            _add_flag(group, f)
+    return parser
+
+
+def _add_flag(group, f: dataclasses.Field) -> None:
+    flag = "--" + f.name.replace("_", "-")
+    kind = str(f.type)
+    if kind == "bool":
+        group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None)
+    elif "int" in kind:
+        group.add_argument(flag, dest=f.name, type=int, default=None, metavar="N")
+    elif "float" in kind:
+        group.add_argument(flag, dest=f.name, type=float, default=None, metavar="X")
+    else:
+        group.add_argument(flag, dest=f.name, default=None)
+
+
+def _given(args: argparse.Namespace, cls) -> dict:
+    return {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if getattr(args, f.name) is not None}
+
+
+def _read_yaml(path: str) -> dict:
+    import yaml
+
+    with open(path, encoding="utf-8") as fh:
+        data = yaml.safe_load(fh) or {}
+    if not isinstance(data, dict) or set(data) - {"engine", "server"}:
+        raise ValueError(f"{path}: expected top-level 'engine:' and 'server:' sections only")
+    return data

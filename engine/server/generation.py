@@ -1,0 +1,155 @@
+"""Serving one generation request (completions or chat): prompts -> engine -> a whole response or an SSE stream.
+
+Streams follow OpenAI's chunk order: (chat) a role delta per choice, content deltas each carrying its choice
+`index`, a finish chunk per choice with an empty delta, then with `stream_options.include_usage` a last chunk with
+`choices: []` and the usage, then `data: [DONE]`. A client that goes away (stream or not) aborts its engine requests,
+which frees their KV blocks before the next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from engine.outputs import CompletionOutput, RequestOutput
+from engine.server import sse
+from engine.server.async_engine import AsyncEngine, OutputStream
+from engine.server.errors import APIError, InvalidRequestError
+from engine.server.protocol import GenerateRequest, token_ids
+from engine.server.tokenization import Tokenization
+
+
+@dataclass
+class _Usage:
+    """Token counts per prompt, from the latest output of each; summed for the response."""
+
+    prompt_tokens: list[int]
+    cached_tokens: list[int]
+    completion_tokens: dict[int, int] = field(default_factory=dict)  # choice index -> tokens
+
+    def update(self, prompt_index: int, output: RequestOutput, n: int) -> None:
+        self.cached_tokens[prompt_index] = output.num_cached_tokens
+        for choice in output.outputs:
+            self.completion_tokens[prompt_index * n + choice.index] = len(choice.token_ids)
+
+    def as_dict(self) -> dict:
+        prompt, completion = sum(self.prompt_tokens), sum(self.completion_tokens.values())
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": sum(self.cached_tokens)},
+        }
+
+
+async def prompt_token_ids(request: GenerateRequest, tokenization: Tokenization) -> list[list[int]]:
+    if request.messages is not None:
+        prompts = [await tokenization.encode_chat(request.messages)]
+    else:
+        prompts = []
+        for i, prompt in enumerate(request.prompts):
+            if isinstance(prompt, str):
+                prompts.append(await tokenization.encode(prompt))
+            else:
+                prompts.append(token_ids(prompt, f"prompt[{i}]", tokenization.vocab_size))
+    for prompt in prompts:
+        if not prompt:
+            raise InvalidRequestError("The prompt is empty (it tokenizes to no tokens).", param="prompt")
+    return prompts
+
+
+async def serve(
+    http_request: Request,
+    request: GenerateRequest,
+    fmt,
+    engine: AsyncEngine,
+    tokenization: Tokenization,
+    model_name: str,
+    arrival_time_s: float,
+) -> Response:
+    prompts = await prompt_token_ids(request, tokenization)
+    response_id = fmt.id_prefix + uuid.uuid4().hex
+    request_ids = [f"{response_id}-{i}" for i in range(len(prompts))]
+    stream = await engine.add_requests(request_ids, prompts, request.params, request.cache_salt, arrival_time_s)
+    head = {"id": response_id, "object": fmt.object_name, "created": int(time.time()), "model": model_name}
+    usage = _Usage([len(p) for p in prompts], [0] * len(prompts))
+    if request.stream:
+        chunk_head = {**head, "object": fmt.chunk_object_name}
+        return sse.response(_chunks(stream, request, fmt, engine, chunk_head, usage))
+    return await _whole(http_request, stream, request, fmt, engine, head, usage)
+
+
+async def _whole(http_request, stream: OutputStream, request, fmt, engine, head: dict, usage: _Usage) -> Response:
+    collector = asyncio.ensure_future(_collect(stream, request.params.n, usage))
+    disconnect = asyncio.ensure_future(_wait_for_disconnect(http_request))
+    try:
+        await asyncio.wait({collector, disconnect}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        disconnect.cancel()
+        if not collector.done():
+            collector.cancel()
+        engine.abort(stream)  # no-op when every request finished
+    if not collector.done() or collector.cancelled():
+        return Response(status_code=499)  # the client is gone; nobody reads this
+    choices = collector.result()  # raises APIError if the engine died
+    want_logprobs = request.params.logprobs is not None
+    body = {
+        **head,
+        "choices": [
+            fmt.choice(index, c.text, c.logprobs if want_logprobs else None, c.finish_reason)
+            for index, c in sorted(choices.items())
+        ],
+        "usage": usage.as_dict(),
+    }
+    return JSONResponse(body)
+
+
+async def _collect(stream: OutputStream, n: int, usage: _Usage) -> dict[int, CompletionOutput]:
+    choices: dict[int, CompletionOutput] = {}
+    async for prompt_index, output in stream:
+        usage.update(prompt_index, output, n)
+        for choice in output.outputs:
+            choices[prompt_index * n + choice.index] = choice
+    return choices
+
+
+async def _wait_for_disconnect(http_request: Request) -> None:
+    # The body is already read, so the next ASGI message is the disconnect (if the client leaves).
+    while (await http_request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _chunks(stream: OutputStream, request: GenerateRequest, fmt, engine, head: dict, usage: _Usage):
+    n, want_logprobs = request.params.n, request.params.logprobs is not None
+    extra = {"usage": None} if request.include_usage else {}
+    text_offsets: dict[int, int] = {}
+    finished: set[int] = set()
+    try:
+        for index in range(len(usage.prompt_tokens) * n):
+            for delta in fmt.opening_deltas(index):
+                yield sse.data({**head, "choices": [delta], **extra})
+        async for prompt_index, output in stream:
+            usage.update(prompt_index, output, n)
+            for choice in output.outputs:
+                index = prompt_index * n + choice.index
+                if choice.delta_text or (want_logprobs and choice.delta_logprobs):
+                    offset = text_offsets.get(index, 0)
+                    logprobs = choice.delta_logprobs if want_logprobs else None
+                    yield sse.data({**head, "choices": [fmt.delta(index, choice.delta_text, logprobs, offset)], **extra})
+                    text_offsets[index] = offset + len(choice.delta_text)
+                if choice.finish_reason and index not in finished:
+                    finished.add(index)
+                    yield sse.data({**head, "choices": [fmt.finish_delta(index, choice.finish_reason)], **extra})
+        if request.include_usage:
+            yield sse.data({**head, "choices": [], "usage": usage.as_dict()})
+    except APIError as exc:
+        # Headers are gone already: the error travels as an event, which the openai client raises as APIError.
+        yield sse.data(exc.body())
+    finally:
+        engine.abort(stream)  # no-op when every request finished; else the client left mid-stream
+    yield sse.DONE

@@ -1,0 +1,31 @@
+"""Counters and events the engine exposes to its server: a snapshot of engine state, and KV-cache events."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class KVEvent:
+    kind: str  # "stored" | "removed" | "cleared"
+    block_hashes: list[int] = field(default_factory=list)
+
+
+@dataclass
+class EngineStats:
+    num_running: int = 0
+    num_waiting: int = 0
+    num_swapped: int = 0
+    kv_cache_usage: float = 0.0  # fraction of blocks held by live sequences (cached-but-free blocks count as free)
+    num_blocks_total: int = 0
+    num_blocks_free: int = 0
+    prefix_cache_queries_total: int = 0  # prompt tokens looked up
+    prefix_cache_hits_total: int = 0  # of those, tokens found cached
+    num_preemptions_total: int = 0
+    num_swapped_out_total: int = 0
+    num_swapped_in_total: int = 0
+    num_chunked_prefill_steps_total: int = 0  # steps that ran a prefill chunk shorter than the remaining prompt
+    prompt_tokens_total: int = 0
+    generation_tokens_total: int = 0
+    num_steps_total: int = 0
+    last_step_time_s: float = 0.0
