@@ -152,6 +152,7 @@ class LLMEngine:
         return bool(self.requests)
 
     # -- the step -----------------------------------------------------------------------------------------------
+    @torch.inference_mode()
     def step(self) -> list[RequestOutput]:
         started = time.monotonic()
         sched = self.scheduler.schedule()
