@@ -127,8 +127,8 @@ def _train(target, draft, train_ids, config: TrainConfig) -> dict[str, list[floa
     import torch
 
     gen = torch.Generator().manual_seed(config.seed)
-    optimizers = {name: _optimizer(model, config) for name, model in (("target", target), ("draft", draft))}
     models = {"target": target, "draft": draft}
+    optimizers = {name: _optimizer(model, config) for name, model in models.items()}
     losses: dict[str, list[float]] = {"target": [], "draft": []}
     total_steps, started_s, step = config.steps, time.perf_counter(), 0
     while total_steps is None or step < total_steps:

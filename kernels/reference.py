@@ -54,23 +54,43 @@ def paged_decode_attention(
     """One query token per sequence (the last position) over its whole cached context.
 
     query: [S, Hq, D] -> out [S, Hq, D]
+
+    Sequences are grouped by length so that each group pads to at most twice its shortest member (heavy-tailed
+    lengths would otherwise pad every sequence to the longest one), and K/V are gathered a whole block at a time.
     """
-    num_seqs, num_q_heads, head_dim = query.shape
-    block_size, num_kv_heads = key_cache.shape[1], key_cache.shape[2]
-    max_len = int(seq_lens.max())
-    slots = _context_slots(block_tables, max_len, block_size)  # [S, L]
-    keys = key_cache.view(-1, num_kv_heads, head_dim)[slots]  # [S, L, Hkv, D]
-    values = value_cache.view(-1, num_kv_heads, head_dim)[slots]
-    valid = torch.arange(max_len, device=query.device)[None, :] < seq_lens[:, None].to(query.device)  # [S, L]
-    out = F.scaled_dot_product_attention(
-        query.unsqueeze(2),  # [S, Hq, 1, D]
-        keys.transpose(1, 2).to(query.dtype),  # [S, Hkv, L, D]
+    out = torch.empty_like(query)
+    lens = seq_lens.tolist()
+    order = sorted(range(len(lens)), key=lens.__getitem__)
+    group: list[int] = []
+    for i in order:
+        if group and lens[i] > 2 * lens[group[0]]:
+            _decode_group(query, key_cache, value_cache, block_tables, seq_lens, scale, group, out)
+            group = []
+        group.append(i)
+    _decode_group(query, key_cache, value_cache, block_tables, seq_lens, scale, group, out)
+    return out
+
+
+def _decode_group(query, key_cache, value_cache, block_tables, seq_lens, scale, rows: list[int], out) -> None:
+    num_blocks_total, block_size, num_kv_heads, head_dim = key_cache.shape
+    num_q_heads = query.shape[1]
+    index = torch.tensor(rows, device=query.device)
+    group_lens = seq_lens[index].to(query.device)
+    max_len = int(group_lens.max())
+    num_blocks = -(-max_len // block_size)
+    block_ids = block_tables[index, :num_blocks].to(torch.int64).reshape(-1)  # [G * nb]
+    keys = key_cache.index_select(0, block_ids).view(len(rows), num_blocks * block_size, num_kv_heads, head_dim)
+    values = value_cache.index_select(0, block_ids).view(len(rows), num_blocks * block_size, num_kv_heads, head_dim)
+    valid = torch.arange(num_blocks * block_size, device=query.device)[None, :] < group_lens[:, None]  # [G, L]
+    o = F.scaled_dot_product_attention(
+        query[index].unsqueeze(2),  # [G, Hq, 1, D]
+        keys.transpose(1, 2).to(query.dtype),  # [G, Hkv, L, D]
         values.transpose(1, 2).to(query.dtype),
         attn_mask=valid[:, None, None, :],
         scale=scale,
         enable_gqa=num_q_heads != num_kv_heads,
     )
-    return out.squeeze(2)
+    out[index] = o.squeeze(2)
 
 
 def paged_prefill_attention(

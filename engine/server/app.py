@@ -21,7 +21,14 @@ from starlette.routing import Route
 from engine.server import generation, kv_events, protocol, sse
 from engine.server.async_engine import AsyncEngine
 from engine.server.config import ServerConfig
-from engine.server.errors import APIError, BodyTooLargeError, HTTPStatusError, ModelNotFoundError, OverloadedError
+from engine.server.errors import (
+    APIError,
+    BodyTooLargeError,
+    HTTPStatusError,
+    InternalServerError,
+    ModelNotFoundError,
+    OverloadedError,
+)
 from engine.server.formats import ChatFormat, CompletionFormat
 from engine.server.kv_events import KVEventHub
 from engine.server.metrics import CONTENT_TYPE, ServerMetrics
@@ -205,10 +212,9 @@ async def _api_error(request: Request, exc: APIError) -> Response:
 
 
 async def _http_error(request: Request, exc: HTTPException) -> Response:
-    return HTTPStatusError(exc.status_code, str(exc.detail)).response()
+    return HTTPStatusError(exc.status_code, str(exc.detail), headers=exc.headers).response()
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
     logger.exception("unhandled error serving %s", request.url.path)
-    error = APIError("Internal server error.")
-    return error.response()
+    return InternalServerError("Internal server error.").response()

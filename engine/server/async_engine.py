@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from engine.errors import RequestError
 from engine.outputs import RequestOutput
 from engine.sampling_params import SamplingParams
-from engine.server.errors import EngineUnavailableError, OverloadedError, from_request_error
+from engine.server.errors import EngineUnavailableError, InternalServerError, OverloadedError, from_request_error
 from engine.server.kv_events import KVEventHub, SequencedEvent, Snapshot
 from engine.server.metrics import ServerMetrics
 
@@ -99,6 +99,8 @@ class OutputStream:
             self._last_token_time_s[prompt_index] = now_s
         if output.finished:
             self._metrics.e2e_s.observe(now_s - self.arrival_time_s)
+            if output.first_scheduled_time is not None:  # both stamps are the engine's own clock
+                self._metrics.queue_s.observe(max(0.0, output.first_scheduled_time - output.arrival_time))
             for choice in output.outputs:
                 self._metrics.request_finished(choice.finish_reason or "abort")
 
@@ -299,7 +301,13 @@ class AsyncEngine:
             for request_id, prompt in zip(group.request_ids, group.prompts, strict=True):
                 self.engine.add_request(request_id, prompt, group.params, cache_salt=group.cache_salt)
                 added.append(request_id)
-        except RequestError as exc:
+        except Exception as exc:  # noqa: BLE001
+            # A RequestError is the client's; anything else is a bug on an input nobody foresaw. add_request
+            # registers a request only as its last act, so either way the engine is intact: fail this request,
+            # not the replica (a crafted input must not take the replica down).
+            if not isinstance(exc, RequestError):
+                logger.exception("add_request failed unexpectedly for %s", group.request_ids)
+                exc = InternalServerError(f"The engine could not take this request ({type(exc).__name__}).")
             for request_id in added:
                 self.engine.abort_request(request_id)
             self._call_loop(self._resolve, group.future, None, exc)

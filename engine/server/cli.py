@@ -9,11 +9,17 @@ Exit status: 0 after a clean shutdown (SIGTERM/SIGINT drain), 1 when the engine 
 from __future__ import annotations
 
 import argparse
+import ast
 import asyncio
+import contextlib
 import dataclasses
+import inspect
 import logging
+import signal
 import socket
 import sys
+import textwrap
+import threading
 
 import uvicorn
 
@@ -45,6 +51,20 @@ class ReplicaServer(uvicorn.Server):
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         await super().serve(sockets)
+
+    @contextlib.contextmanager
+    def capture_signals(self):
+        # uvicorn's own version re-raises the signal after shutdown, so a replica that drained cleanly would exit
+        # "killed by SIGTERM"; here a clean drain exits 0 and only an engine crash is an error.
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
     def handle_exit(self, sig, frame) -> None:
         # Signal handlers run between bytecodes; touch loop state only from the loop itself.
@@ -92,22 +112,39 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", help="YAML file with engine: and server: sections")
     for cls in (EngineConfig, ServerConfig):
         group = parser.add_argument_group(cls.__name__)
+        docs = _field_docs(cls)
         for f in dataclasses.fields(cls):
-            _add_flag(group, f)
+            _add_flag(group, f, docs.get(f.name, ""))
     return parser
 
 
-def _add_flag(group, f: dataclasses.Field) -> None:
+def _add_flag(group, f: dataclasses.Field, help_text: str) -> None:
     flag = "--" + f.name.replace("_", "-")
-    kind = str(f.type)
+    kind = str(f.type).split("|")[0].strip()  # "int | None" -> "int"
+    if f.default is not dataclasses.MISSING:
+        help_text = f"{help_text} (default: {f.default})".strip()
     if kind == "bool":
-        group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None)
-    elif "int" in kind:
-        group.add_argument(flag, dest=f.name, type=int, default=None, metavar="N")
-    elif "float" in kind:
-        group.add_argument(flag, dest=f.name, type=float, default=None, metavar="X")
+        group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+    elif kind == "int":
+        group.add_argument(flag, dest=f.name, type=int, default=None, metavar="N", help=help_text)
+    elif kind == "float":
+        group.add_argument(flag, dest=f.name, type=float, default=None, metavar="X", help=help_text)
     else:
-        group.add_argument(flag, dest=f.name, default=None)
+        group.add_argument(flag, dest=f.name, default=None, help=help_text)
+
+
+def _field_docs(cls) -> dict[str, str]:
+    """The docstring under each field of a config dataclass: the one place its meaning is written."""
+    docs, previous = {}, None
+    for node in ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            previous = node.target.id
+        elif previous and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            docs[previous] = " ".join(str(node.value.value).split()).replace("%", "%%")
+            previous = None
+        else:
+            previous = None
+    return docs
 
 
 def _given(args: argparse.Namespace, cls) -> dict:

@@ -7,6 +7,7 @@
      +-- BodyTooLargeError        413
      +-- OverloadedError          503 with Retry-After (waiting queue full, or draining)
      +-- EngineUnavailableError   503 (the engine loop died; the replica is exiting)
+     +-- InternalServerError      500 (a bug met an input nobody foresaw; only that request fails)
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ class HTTPStatusError(APIError):
 
     error_type = "invalid_request_error"
 
-    def __init__(self, status_code: int, message: str):
-        super().__init__(message)
+    def __init__(self, status_code: int, message: str, headers: dict | None = None):
+        super().__init__(message, headers=headers)
         self.status_code = status_code
 
 
@@ -79,6 +80,10 @@ class EngineUnavailableError(APIError):
 
     def __init__(self, message: str = "The engine loop stopped; this replica is shutting down."):
         super().__init__(message, code="engine_dead")
+
+
+class InternalServerError(APIError):
+    status_code = 500
 
 
 def from_request_error(exc: RequestError) -> InvalidRequestError:

@@ -135,16 +135,21 @@ async def _chunks(stream: OutputStream, request: GenerateRequest, fmt, engine, h
                 yield sse.data({**head, "choices": [delta], **extra})
         async for prompt_index, output in stream:
             usage.update(prompt_index, output, n)
+            chunks = []  # one write per step, however many choices advanced
             for choice in output.outputs:
                 index = prompt_index * n + choice.index
                 if choice.delta_text or (want_logprobs and choice.delta_logprobs):
                     offset = text_offsets.get(index, 0)
                     logprobs = choice.delta_logprobs if want_logprobs else None
-                    yield sse.data({**head, "choices": [fmt.delta(index, choice.delta_text, logprobs, offset)], **extra})
+                    delta = fmt.delta(index, choice.delta_text, logprobs, offset)
+                    chunks.append(sse.data({**head, "choices": [delta], **extra}))
                     text_offsets[index] = offset + len(choice.delta_text)
                 if choice.finish_reason and index not in finished:
                     finished.add(index)
-                    yield sse.data({**head, "choices": [fmt.finish_delta(index, choice.finish_reason)], **extra})
+                    finish = fmt.finish_delta(index, choice.finish_reason)
+                    chunks.append(sse.data({**head, "choices": [finish], **extra}))
+            if chunks:
+                yield b"".join(chunks)
         if request.include_usage:
             yield sse.data({**head, "choices": [], "usage": usage.as_dict()})
     except APIError as exc:

@@ -58,6 +58,10 @@ class ServerMetrics:
             "vllm:e2e_request_latency_seconds", "Request latency from arrival to its last token.", labels,
             buckets=_E2E_BUCKETS_S, registry=self.registry,
         ).labels(model_name)  # fmt: skip
+        self.queue_s = Histogram(
+            "vllm:request_queue_time_seconds", "Time a request waited before its first step.", labels,
+            buckets=_E2E_BUCKETS_S, registry=self.registry,
+        ).labels(model_name)  # fmt: skip
         self._success = Counter(
             "vllm:request_success", "Finished requests by finish reason.", labels + ["finished_reason"],
             registry=self.registry,

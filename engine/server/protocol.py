@@ -19,7 +19,7 @@ from engine.server.errors import InvalidRequestError
 MAX_N = 128
 MAX_PROMPTS = 256
 MAX_STOP_STRINGS = 64
-_SEED_MIN, _SEED_MAX = -(1 << 63), (1 << 64) - 1
+_SEED_MIN, _SEED_MAX = -(1 << 63), (1 << 63) - 1  # choice i samples with seed + i: stay inside torch's range
 
 _SAMPLING_FIELDS = {
     "model", "n", "stop", "seed", "temperature", "top_p", "max_tokens", "presence_penalty", "frequency_penalty",
@@ -229,9 +229,9 @@ def _prompts(value) -> list[str | list[int]]:
 def _message(value, param: str) -> dict:
     if not isinstance(value, dict):
         raise InvalidRequestError(f"'{param}' must be an object with 'role' and 'content'.", param=param)
-    extra = set(value) - {"role", "content", "name"}
+    extra = sorted(set(value) - {"role", "content", "name"})
     if extra:
-        raise InvalidRequestError(f"'{param}.{sorted(extra)[0]}' is not supported.", param=f"{param}.{min(extra)}")
+        raise InvalidRequestError(f"'{param}.{extra[0]}' is not supported.", param=f"{param}.{extra[0]}")
     role = value.get("role")
     if role not in _CHAT_ROLES:
         raise InvalidRequestError(f"'{param}.role' must be one of {', '.join(_CHAT_ROLES)}.", param=f"{param}.role")
@@ -250,7 +250,8 @@ def _content(value, param: str) -> str:
             if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
                 raise InvalidRequestError(f"'{param}[{i}]': only text content parts are supported.", param=param)
             texts.append(_text(part["text"], f"{param}[{i}].text"))
-        return "\n".join(texts)
+        # Joined with nothing, as the gateway does (gateway/tokenizer.py), so both count and hash the same tokens.
+        return "".join(texts)
     raise InvalidRequestError(f"'{param}' must be a string or a non-empty array of text parts.", param=param)
 
 

@@ -199,7 +199,9 @@ class SpecDecodeController:
         self._request_switches.pop(request_id, None)
 
     def request_alpha(self, request_id: str) -> float:
-        return self._rate(request_id).alpha
+        """The request's alpha; the global one for a request not seen (or already finished)."""
+        rate = self._request_rates.get(request_id)
+        return (rate or self.global_rate).alpha
 
     def _rate(self, request_id: str) -> AcceptanceRate:
         rate = self._request_rates.get(request_id)

@@ -9,7 +9,7 @@ be retried once with `exclude={route.replica}`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 # Outcomes passed to Router.release.
 OK = "ok"
@@ -43,6 +43,7 @@ class Route:
     url: str  # base URL, e.g. http://127.0.0.1:8100
     matched_prefix_tokens: int = 0  # prefix tokens the chosen replica is believed to hold
     policy: str = ""
+    ticket: int = 0  # the router's handle on this routed request, for release (0: not from a ticketing router)
 
 
 class Router(Protocol):
@@ -59,3 +60,38 @@ class Router(Protocol):
 
     def release(self, route: Route, outcome: str) -> None:
         """The routed request ended with `outcome` (one of the constants above)."""
+
+
+@dataclass
+class ReplicaInfo:
+    """One replica as the admin API lists it."""
+
+    model: str
+    name: str
+    url: str
+    state: str  # active | draining | removing (draining, and forgotten once its last request is released)
+    healthy: bool  # the active health checks' verdict
+    breaker: str  # closed | open | half_open (passive health: request outcomes)
+    kv_events: bool  # configured to follow the replica's /v1/kv/events feed
+    kv_feed_connected: bool
+    inflight_requests: int
+    waiting_requests: int  # vllm:num_requests_waiting at the last scrape
+    kv_usage: float  # vllm:kv_cache_usage_perc at the last scrape (0..1)
+    cached_blocks: int  # blocks the router believes the replica holds
+
+
+@runtime_checkable
+class ReplicaAdmin(Protocol):
+    """Run-time pool changes, for routers that support them (the admin API checks with isinstance).
+
+    Unknown models or replicas raise KeyError (answer 404); adding a name that exists with another URL raises
+    ValueError (answer 409).
+    """
+
+    def add_replica(self, model: str, name: str, url: str, kv_events: bool = True) -> ReplicaInfo: ...
+
+    def drain_replica(self, model: str, name: str) -> ReplicaInfo: ...
+
+    def remove_replica(self, model: str, name: str) -> ReplicaInfo: ...
+
+    def replicas(self, model: str | None = None) -> list[ReplicaInfo]: ...

@@ -1,0 +1,178 @@
+"""Part 2 of `sluicegate bench routing`: the gateway in front of real engine replicas, prefix affinity vs round robin.
+
+N engine replicas (default 3, the `small` preset, made offline in a temp folder) each get a KV pool that holds about
+half of the workload's distinct prefixes, so where a request goes decides whether its prefix is warm. For each
+policy a fresh gateway (in-process store, one tenant) is started in front of the same replicas and a shared-prefix
+workload is sent through it with streaming completions: `--num-prefixes` groups of `--prefix-words` words, each
+request one group's prefix plus a random suffix, at `--concurrency`. Each policy gets prefixes of its own, so the
+first run does not warm the second. Reported per policy: the replicas' own prefix-cache hit rate
+(delta of vllm:prefix_cache_hits / vllm:prefix_cache_queries), the prefix the router believed the chosen replica
+held (sluicegate_routing_matched_prefix_tokens / prompt_tokens: close to the replica's figure when the gateway's
+hashes and the replicas' KV events agree), TTFT mean/p50/p90 as the client sees it, requests/s and output tokens/s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.routing_procs import Proc, start_engine, start_gateway
+
+_WORDS = (
+    "alpha beta gamma delta value return import class while with open file path list dict tuple token block "
+    "cache index count size time state event request response server client stream model engine batch queue"
+).split()
+_API_KEY = "sk-sg-bench-routing"
+_SERVED_NAME = "bench"
+
+
+@dataclass
+class E2eSettings:
+    num_replicas: int = 3
+    preset: str = "small"
+    num_prefixes: int = 12
+    prefix_words: int = 300
+    suffix_words: int = 30
+    num_requests: int = 96
+    concurrency: int = 6
+    max_tokens: int = 16
+    num_kv_blocks: int = 160
+
+
+def _metric_sums(url: str, names: tuple[str, str]) -> tuple[float, float]:
+    """Sums over label sets of two counters on a /metrics page."""
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    sums = [0.0, 0.0]
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in names:
+                sums[names.index(sample.name)] += sample.value
+    return sums[0], sums[1]
+
+
+_REPLICA_HITS = ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total")
+_ROUTER_HITS = ("sluicegate_routing_matched_prefix_tokens_total", "sluicegate_routing_prompt_tokens_total")
+
+
+def _workload(settings: E2eSettings, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    prefixes = [" ".join(rng.choices(_WORDS, k=settings.prefix_words)) for _ in range(settings.num_prefixes)]
+    groups = [i % settings.num_prefixes for i in range(settings.num_requests)]
+    rng.shuffle(groups)
+    return [prefixes[g] + " " + " ".join(rng.choices(_WORDS, k=settings.suffix_words)) for g in groups]
+
+
+async def _one(client: httpx.AsyncClient, url: str, prompt: str, max_tokens: int) -> tuple[float, int]:
+    body = {
+        "model": _SERVED_NAME,
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    started = time.perf_counter()
+    ttft_s = None
+    output_tokens = 0
+    headers = {"authorization": f"Bearer {_API_KEY}"}
+    async with client.stream("POST", f"{url}/v1/completions", json=body, headers=headers, timeout=300) as response:
+        if response.status_code != 200:
+            raise RuntimeError(f"gateway answered {response.status_code}: {(await response.aread())[:300]!r}")
+        async for line in response.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            if ttft_s is None and '"text"' in line:
+                ttft_s = time.perf_counter() - started
+            if '"usage"' in line and '"completion_tokens"' in line:
+                usage = json.loads(line[6:]).get("usage") or {}
+                output_tokens = usage.get("completion_tokens", output_tokens)
+    return (ttft_s if ttft_s is not None else time.perf_counter() - started), output_tokens
+
+
+async def _drive(url: str, prompts: list[str], settings: E2eSettings) -> tuple[list[float], int, float]:
+    semaphore = asyncio.Semaphore(settings.concurrency)
+    async with httpx.AsyncClient(limits=httpx.Limits(max_connections=settings.concurrency * 2)) as client:
+
+        async def bounded(prompt: str) -> tuple[float, int]:
+            async with semaphore:
+                return await _one(client, url, prompt, settings.max_tokens)
+
+        started = time.perf_counter()
+        results = await asyncio.gather(*(bounded(p) for p in prompts))
+        wall_s = time.perf_counter() - started
+    return [r[0] for r in results], sum(r[1] for r in results), wall_s
+
+
+def _run_policy(policy: str, seed: int, engines: list[Proc], model_dir: str, workdir: Path, settings) -> dict:
+    urls = [e.url for e in engines]
+    gateway = start_gateway(model_dir, _SERVED_NAME, urls, policy, _API_KEY, workdir)
+    try:
+        gateway.wait_healthy()
+        time.sleep(1.5)  # the router's first probes and KV-event snapshots
+        before = [_metric_sums(u, _REPLICA_HITS) for u in urls]
+        ttfts, output_tokens, wall_s = asyncio.run(_drive(gateway.url, _workload(settings, seed), settings))
+        after = [_metric_sums(u, _REPLICA_HITS) for u in urls]
+        matched_tokens, prompt_tokens = _metric_sums(gateway.url, _ROUTER_HITS)
+    finally:
+        gateway.stop()
+    hits = sum(a[0] - b[0] for a, b in zip(after, before))
+    queries = sum(a[1] - b[1] for a, b in zip(after, before))
+    ttfts.sort()
+    return {
+        "policy": policy,
+        "replica_hit_rate": hits / queries if queries else 0.0,
+        "router_matched_rate": matched_tokens / prompt_tokens if prompt_tokens else 0.0,
+        "ttft_mean_s": statistics.fmean(ttfts),
+        "ttft_p50_s": ttfts[len(ttfts) // 2],
+        "ttft_p90_s": ttfts[int(0.9 * (len(ttfts) - 1))],
+        "requests_per_s": len(ttfts) / wall_s,
+        "output_tokens_per_s": output_tokens / wall_s,
+    }
+
+
+def run_e2e(settings: E2eSettings, policies: list[str]) -> dict:
+    from engine.tiny_model import make_tiny_model
+
+    with tempfile.TemporaryDirectory(prefix="sluicegate-bench-routing-") as tmp:
+        workdir = Path(tmp)
+        model_dir = str(make_tiny_model(workdir / "model", preset=settings.preset, arch="llama"))
+        engines = [
+            start_engine(model_dir, _SERVED_NAME, settings.num_kv_blocks, workdir, i)
+            for i in range(settings.num_replicas)
+        ]
+        try:
+            for engine in engines:
+                engine.wait_healthy()
+            rows = [_run_policy(p, seed, engines, model_dir, workdir, settings) for seed, p in enumerate(policies)]
+        finally:
+            for engine in engines:
+                engine.stop()
+    return {"settings": vars(settings), "rows": rows}
+
+
+def print_e2e(result: dict) -> None:
+    s = result["settings"]
+    print(
+        f"\nEnd to end: gateway + {s['num_replicas']} engine replicas ({s['preset']} preset, {s['num_kv_blocks']} KV "
+        f"blocks each), {s['num_requests']} requests over {s['num_prefixes']} shared prefixes of {s['prefix_words']} "
+        f"words, concurrency {s['concurrency']}, {s['max_tokens']} output tokens"
+    )
+    print(
+        f"{'policy':<18}{'replica hit':>12}{'router match':>13}{'ttft mean':>11}{'p50':>8}{'p90':>8}{'req/s':>8}"
+        f"{'out tok/s':>11}"
+    )
+    for row in result["rows"]:
+        print(
+            f"{row['policy']:<18}{row['replica_hit_rate']:12.1%}{row['router_matched_rate']:13.1%}"
+            f"{row['ttft_mean_s']:10.3f}s{row['ttft_p50_s']:7.3f}s"
+            f"{row['ttft_p90_s']:7.3f}s{row['requests_per_s']:8.2f}{row['output_tokens_per_s']:11.1f}"
+        )

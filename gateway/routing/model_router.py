@@ -1,0 +1,294 @@
+"""Replica selection for one model: its replica pool, prefix indexes, policy and background probes.
+
+Per request: candidates = replicas that are active, healthy, breaker-admitted and not excluded; each gets
+`matched_blocks` from the index that suits it (its KV events feed plus the prefixes in flight to it, or the
+router's routing history when it has no feed or the request has no token ids); the policy picks; the pick's load
+and index entries are updated at once, so the next request sees them. `release` undoes the load and feeds the
+outcome to the breaker. Everything runs on the event loop thread; nothing here blocks or awaits on the request path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from dataclasses import dataclass
+
+import httpx
+
+from gateway.routing.base import CLIENT_DISCONNECT, OK, NoHealthyReplicaError, ReplicaInfo, Route, RouteRequest
+from gateway.routing.config import ModelRoutingConfig, ReplicaConfig
+from gateway.routing.hashing import RequestHashes
+from gateway.routing.history_index import HistoryIndex
+from gateway.routing.kv_events import KvEventsSubscriber
+from gateway.routing.metrics import RoutingMetrics
+from gateway.routing.policies import Candidate, PolicyRequest, make_policy
+from gateway.routing.prefix_index import PendingIndex, PreciseIndex, match_prefix
+from gateway.routing.probes import probe_health, scrape_load
+from gateway.routing.replica import ACTIVE, DRAINING, REMOVING, Replica
+
+logger = logging.getLogger(__name__)
+
+# Tickets are unique across every ModelRouter of the process, so PrefixRouter.release finds the owner by ticket.
+_tickets = itertools.count(1)
+
+
+class UnknownReplicaError(KeyError):
+    """The admin API named a model or replica the router does not have (answer 404)."""
+
+
+@dataclass
+class _Ticket:
+    replica: str
+    uncached_tokens: int
+    max_tokens: int
+    pending_hashes: list[int]
+
+
+class ModelRouter:
+    def __init__(self, config: ModelRoutingConfig, metrics: RoutingMetrics) -> None:
+        self.model = config.model
+        self.config = config
+        self.metrics = metrics
+        self.policy = make_policy(config.policy)
+        self.replicas: dict[str, Replica] = {}
+        self.precise = PreciseIndex()
+        self.pending = PendingIndex()
+        self.history = HistoryIndex(config.index.history_ttl_s, config.index.history_max_blocks)
+        self._tickets: dict[int, _Ticket] = {}
+        self._tasks: dict[str, list[asyncio.Task]] = {}
+        self._client: httpx.AsyncClient | None = None
+        for replica_config in config.replicas:
+            self._add(replica_config)
+
+    # -- lifecycle -------------------------------------------------------------------------------------------------
+
+    def start(self, client: httpx.AsyncClient) -> None:
+        self._client = client
+        for name in self.replicas:
+            self._start_tasks(name)
+
+    async def close(self) -> None:
+        tasks = [task for tasks in self._tasks.values() for task in tasks]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+        self._client = None
+
+    # -- request path ----------------------------------------------------------------------------------------------
+
+    def route(self, request: RouteRequest, exclude: frozenset[str]) -> Route:
+        hashes = RequestHashes(request, self.config.index.block_size, self.config.index.chars_per_block)
+        replicas = [r for r in self.replicas.values() if r.name not in exclude and r.routable()]
+        if not replicas:
+            self._metric(self.metrics.no_replica).inc()
+            raise NoHealthyReplicaError(self.model, retry_after_s=self._retry_after_s())
+        matched_tokens = self._matched_tokens(hashes, replicas)
+        block_size = hashes.block_size
+        candidates = [
+            Candidate(r.name, r.load, matched_tokens.get(r.name, 0) // block_size, self._indexed_blocks(r.name))
+            for r in replicas
+        ]
+        policy_request = PolicyRequest(
+            prompt_tokens=hashes.prompt_tokens,
+            max_tokens=request.max_tokens,
+            block_hashes=hashes.history_hashes(),
+            block_size=block_size,
+            fallback_key=hashes.fallback_key(),
+        )
+        choice = self.policy.choose(policy_request, candidates)
+        replica = replicas[choice.index]
+        saved_tokens = min(matched_tokens.get(replica.name, 0), hashes.prompt_tokens)
+        ticket = self._admit(replica, hashes, saved_tokens, request.max_tokens)
+        self._observe(replica.name, choice.reason, hashes.prompt_tokens, saved_tokens, choice.load_tokens)
+        return Route(replica.name, replica.url, saved_tokens, self.policy.name, ticket)
+
+    def owns(self, ticket: int) -> bool:
+        return ticket in self._tickets
+
+    def release(self, route: Route, outcome: str) -> None:
+        ticket = self._tickets.pop(route.ticket, None)
+        if ticket is None:
+            return  # released twice, or routed by another router: nothing of ours to undo
+        replica = self.replicas.get(ticket.replica)
+        if replica is None:
+            return
+        replica.load.inflight_requests -= 1
+        replica.load.inflight_prompt_tokens -= ticket.uncached_tokens
+        replica.load.inflight_decode_tokens -= ticket.max_tokens
+        self.pending.discard(replica.name, ticket.pending_hashes)
+        if outcome == OK:
+            replica.breaker.record_success()
+        elif outcome == CLIENT_DISCONNECT:
+            replica.breaker.record_neutral()
+        else:
+            replica.breaker.record_failure()
+        self._metric(self.metrics.outcomes, replica.name, outcome).inc()
+        self._metric(self.metrics.inflight, replica.name).set(replica.load.inflight_requests)
+        self._update_health_gauge(replica)
+        if replica.state == REMOVING and replica.load.inflight_requests == 0:
+            self._finalize_removal(replica.name)
+
+    # -- admin -----------------------------------------------------------------------------------------------------
+
+    def add_replica(self, config: ReplicaConfig) -> ReplicaInfo:
+        existing = self.replicas.get(config.name)
+        if existing is not None and existing.url == config.url and existing.state != ACTIVE:
+            existing.state = ACTIVE  # re-adding a draining replica puts it back in service
+            return self._info(existing)
+        if existing is not None:
+            raise ValueError(
+                f"replica {config.name!r} of model {self.model!r} exists ({existing.url}); remove it first"
+            )
+        replica = self._add(config)
+        if self._client is not None:
+            self._start_tasks(config.name)
+        return self._info(replica)
+
+    def drain_replica(self, name: str) -> ReplicaInfo:
+        replica = self._get(name)
+        if replica.state == ACTIVE:
+            replica.state = DRAINING
+        self._update_health_gauge(replica)
+        return self._info(replica)
+
+    def remove_replica(self, name: str) -> ReplicaInfo:
+        """Stop routing to it now; it leaves once its in-flight requests are released (none is lost)."""
+        replica = self._get(name)
+        replica.state = REMOVING
+        info = self._info(replica)
+        if replica.load.inflight_requests == 0:
+            self._finalize_removal(name)
+        else:
+            self._update_health_gauge(replica)
+        return info
+
+    def infos(self) -> list[ReplicaInfo]:
+        return [self._info(r) for r in self.replicas.values()]
+
+    # -- internals -------------------------------------------------------------------------------------------------
+
+    def _add(self, config: ReplicaConfig) -> Replica:
+        replica = Replica.from_config(config, self.config.health)
+        self.replicas[config.name] = replica
+        self._update_health_gauge(replica)
+        return replica
+
+    def _get(self, name: str) -> Replica:
+        if name not in self.replicas:
+            raise UnknownReplicaError(f"model {self.model!r} has no replica {name!r}")
+        return self.replicas[name]
+
+    def _uses_feed(self, replica: Replica, hashes: RequestHashes) -> bool:
+        return replica.config.kv_events and hashes.by_tokens
+
+    def _replica_block_size(self, name: str) -> int:
+        return self.precise.block_size.get(name, self.config.index.block_size)
+
+    def _matched_tokens(self, hashes: RequestHashes, replicas: list[Replica]) -> dict[str, int]:
+        matched: dict[str, int] = {}
+        history: dict[str, int] | None = None
+        for replica in replicas:
+            if self._uses_feed(replica, hashes):
+                size = self._replica_block_size(replica.name)
+                token_hashes = hashes.token_hashes(size)
+                blocks = max(
+                    self.precise.matched_blocks(replica.name, token_hashes),
+                    self.pending.matched_blocks(replica.name, token_hashes),
+                )
+                matched[replica.name] = blocks * size
+            else:
+                if history is None:
+                    self.history.expire(time.monotonic())
+                    history = match_prefix(hashes.history_hashes(), self.history.holders)
+                matched[replica.name] = history.get(replica.name, 0) * hashes.block_size
+        return matched
+
+    def _indexed_blocks(self, name: str) -> int:
+        return self.precise.num_blocks(name) + self.history.num_blocks(name)
+
+    def _admit(self, replica: Replica, hashes: RequestHashes, saved_tokens: int, max_tokens: int) -> int:
+        pending_hashes: list[int] = []
+        if self._uses_feed(replica, hashes):
+            pending_hashes = hashes.token_hashes(self._replica_block_size(replica.name))
+            self.pending.add(replica.name, pending_hashes)
+        else:
+            self.history.record(replica.name, hashes.history_hashes(), time.monotonic())
+        uncached_tokens = hashes.prompt_tokens - saved_tokens
+        replica.load.inflight_requests += 1
+        replica.load.inflight_prompt_tokens += uncached_tokens
+        replica.load.inflight_decode_tokens += max_tokens
+        replica.breaker.on_routed()
+        ticket = next(_tickets)
+        self._tickets[ticket] = _Ticket(replica.name, uncached_tokens, max_tokens, pending_hashes)
+        return ticket
+
+    def _observe(self, name: str, reason: str, prompt_tokens: int, saved_tokens: int, load_tokens: float) -> None:
+        self._metric(self.metrics.decisions, name, self.policy.name, reason).inc()
+        self._metric(self.metrics.prompt_tokens).inc(prompt_tokens)
+        self._metric(self.metrics.matched_prefix_tokens, name).inc(saved_tokens)
+        self._metric(self.metrics.score_saved_tokens).observe(saved_tokens)
+        self._metric(self.metrics.score_load_tokens).observe(load_tokens)
+        self._metric(self.metrics.inflight, name).set(self.replicas[name].load.inflight_requests)
+
+    def _retry_after_s(self) -> float:
+        waits = [r.breaker.retry_after_s() for r in self.replicas.values() if r.state == ACTIVE and r.healthy]
+        waits = [w for w in waits if w > 0]
+        return max(1.0, min(waits)) if waits else self.config.health.interval_s
+
+    def _finalize_removal(self, name: str) -> None:
+        for task in self._tasks.pop(name, []):
+            task.cancel()
+        self.replicas.pop(name, None)
+        self.precise.forget(name)
+        self.history.forget(name)
+        self.metrics.forget_replica(self.model, name)
+
+    def _info(self, replica: Replica) -> ReplicaInfo:
+        return replica.info(self.model, self._indexed_blocks(replica.name))
+
+    def _metric(self, metric, *labels: str):
+        return self.metrics.child(metric, self.model, *labels)
+
+    def _update_health_gauge(self, replica: Replica) -> None:
+        self._metric(self.metrics.healthy, replica.name).set(1 if replica.routable() else 0)
+
+    def _start_tasks(self, name: str) -> None:
+        replica = self.replicas[name]
+        tasks = [asyncio.create_task(self._probe_loop(replica), name=f"probe:{self.model}:{name}")]
+        if replica.config.kv_events:
+            tasks.append(asyncio.create_task(self._subscriber(replica).run(), name=f"kv-events:{self.model}:{name}"))
+        self._tasks[name] = tasks
+
+    def _subscriber(self, replica: Replica) -> KvEventsSubscriber:
+        def on_connected(connected: bool) -> None:
+            replica.kv_feed_connected = connected
+
+        return KvEventsSubscriber(
+            replica.name,
+            replica.url,
+            self.precise,
+            self._client,
+            self.config.index.resync_backoff_s,
+            on_connected=on_connected,
+            on_resync=lambda reason: self._metric(self.metrics.kv_resyncs, replica.name, reason).inc(),
+            on_event=lambda kind: self._metric(self.metrics.kv_events, replica.name, kind).inc(),
+        )
+
+    async def _probe_loop(self, replica: Replica) -> None:
+        health = self.config.health
+        while True:
+            try:
+                ok = await probe_health(self._client, replica.url, health.timeout_s)
+                load = await scrape_load(self._client, replica.url, health.timeout_s) if ok else None
+            except Exception:  # a probe must never end the loop: count it as a failed probe and go on
+                logger.exception("probing %s failed", replica.url)
+                ok, load = False, None
+            replica.record_probe(ok, health)
+            if load is not None:
+                replica.load.waiting_requests, replica.load.kv_usage = load
+            if replica.name in self.replicas:
+                self._update_health_gauge(replica)
+            await asyncio.sleep(health.interval_s)

@@ -1,0 +1,25 @@
+"""Fixtures for the replica server tests: one shared live server per module on the tiny model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.engine.server.live import LiveServer, make_engine
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    # The tiny model's matmuls are microseconds of work; on a shared 2-core box torch's thread pool makes each
+    # step ~10x slower through contention.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def live_server(tiny_model_dir) -> LiveServer:
+    server = LiveServer(make_engine(tiny_model_dir)).start()
+    yield server
+    server.stop()

@@ -1,0 +1,157 @@
+"""Malformed and hostile input, disconnects, and backpressure against a real server: never a 500, never a hang."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import httpx
+import pytest
+
+from tests.engine.server.live import LiveServer, make_engine, wait_until
+
+CHAT = "/v1/chat/completions"
+COMPLETIONS = "/v1/completions"
+
+
+def _post(server, path: str, content: bytes | str) -> httpx.Response:
+    return server.http.post(path, content=content, headers={"content-type": "application/json"})
+
+
+def _assert_openai_error(response: httpx.Response, status: int) -> dict:
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["message"]
+    return error
+
+
+@pytest.mark.parametrize(
+    "path, body, param",
+    [
+        (COMPLETIONS, b"{not json", None),
+        (COMPLETIONS, b'{"prompt": "\xff\xfe bad utf-8"}', None),
+        (COMPLETIONS, b'{"prompt": "lone \\ud800 surrogate"}', "prompt"),
+        (COMPLETIONS, b'{"prompt": "x", "max_tokens": "ten"}', "max_tokens"),
+        (COMPLETIONS, b'{"prompt": "x", "temperature": NaN}', None),
+        (COMPLETIONS, b'{"prompt": {"nested": [1]}}', "prompt"),
+        (COMPLETIONS, b'{"prompt": [-1, 3]}', "prompt[0]"),
+        (COMPLETIONS, b'{"prompt": [999999999]}', "prompt[0]"),
+        (COMPLETIONS, b'{"prompt": ""}', "prompt"),
+        (COMPLETIONS, b'{"prompt": "x", "n": 1e9}', "n"),
+        (COMPLETIONS, b'{"prompt": "x", "echo": true}', "echo"),
+        (COMPLETIONS, b'{"prompt": "x", "repetition_penalty": 1.2}', "repetition_penalty"),
+        (COMPLETIONS, b"[" * 50_000 + b"]" * 50_000, None),
+        (CHAT, b'{"messages": []}', "messages"),
+        (CHAT, b'{"messages": [{"role": "user", "content": 5}]}', "messages[0].content"),
+        (CHAT, b'{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}', "tools"),
+        (CHAT, b'"just a string"', None),
+    ],
+)
+def test_bad_requests_answer_400(live_server, path, body, param):
+    error = _assert_openai_error(_post(live_server, path, body), 400)
+    assert error["type"] == "invalid_request_error" and error["param"] == param
+
+
+def test_huge_max_tokens_gives_400_with_both_numbers(live_server):
+    response = _post(live_server, COMPLETIONS, b'{"prompt": "hello", "max_tokens": 100000000000}')
+    error = _assert_openai_error(response, 400)
+    assert error["code"] == "context_length_exceeded" and error["param"] == "max_tokens"
+    assert "100000000000" in error["message"] and str(live_server.llm_engine.max_model_len) in error["message"]
+
+
+def test_prompt_longer_than_context(live_server):
+    prompt = [10 + i % 400 for i in range(live_server.llm_engine.max_model_len + 5)]
+    error = _assert_openai_error(live_server.http.post(COMPLETIONS, json={"prompt": prompt}), 400)
+    assert error["code"] == "context_length_exceeded"
+
+
+def test_ten_megabyte_body_gives_413(live_server):
+    body = b'{"prompt": "' + b"a" * (10 << 20) + b'"}'
+    error = _assert_openai_error(_post(live_server, COMPLETIONS, body), 413)
+    assert error["code"] == "request_too_large"
+
+
+def test_unknown_model_path_and_method(live_server):
+    _assert_openai_error(live_server.http.post(COMPLETIONS, json={"model": "gpt-9", "prompt": "x"}), 404)
+    _assert_openai_error(live_server.http.get("/v1/nothing"), 404)
+    wrong_method = live_server.http.get(COMPLETIONS)
+    _assert_openai_error(wrong_method, 405)
+    assert "POST" in wrong_method.headers["allow"]
+
+
+def _engine_idle(server: LiveServer) -> bool:
+    return server.metric("vllm:num_requests_running") == 0 and server.metric("vllm:kv_cache_usage_perc") == 0
+
+
+def test_disconnect_mid_stream_aborts_and_frees_blocks(live_server):
+    aborted_before = live_server.metric("sluicegate_engine_requests_aborted_total")
+    body = {"prompt": "while True:", "max_tokens": 3000, "stream": True, "ignore_eos": True}
+    with httpx.stream("POST", live_server.url + COMPLETIONS, json=body, timeout=60) as response:
+        lines = response.iter_lines()
+        assert next(line for line in lines if line.startswith("data: "))
+        wait_until(lambda: live_server.metric("vllm:kv_cache_usage_perc") > 0, what="blocks in use")
+    wait_until(lambda: _engine_idle(live_server), what="blocks freed after disconnect")
+    assert live_server.metric("sluicegate_engine_requests_aborted_total") == aborted_before + 1
+
+
+def test_disconnect_while_waiting_for_a_whole_response(live_server):
+    aborted_before = live_server.metric("sluicegate_engine_requests_aborted_total")
+    host, port = live_server.url.removeprefix("http://").split(":")
+    payload = b'{"prompt": "def f():", "max_tokens": 3000, "ignore_eos": true}'
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(
+            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(payload), payload)
+        )
+        wait_until(lambda: live_server.metric("vllm:num_requests_running") == 1, what="request running")
+    wait_until(lambda: _engine_idle(live_server), what="blocks freed after disconnect")
+    assert live_server.metric("sluicegate_engine_requests_aborted_total") == aborted_before + 1
+
+
+def test_full_waiting_queue_answers_503_with_retry_after(tiny_model_dir):
+    server = LiveServer(make_engine(tiny_model_dir, max_num_seqs=1), max_waiting_requests=1).start()
+    try:
+        body = {"prompt": "x", "max_tokens": 3000, "stream": True, "ignore_eos": True}
+        with httpx.stream("POST", server.url + COMPLETIONS, json=body, timeout=60) as running:
+            # Keep a reference: a collected line iterator closes the connection, which aborts the request.
+            running_lines = running.iter_lines()
+            next(line for line in running_lines if '"text"' in line)  # it holds the only batch slot
+            with httpx.stream("POST", server.url + COMPLETIONS, json=body, timeout=60) as waiting:
+                assert waiting.status_code == 200
+                response = server.http.post(COMPLETIONS, json={"prompt": "y", "max_tokens": 2})
+                error = _assert_openai_error(response, 503)
+                assert error["code"] == "overloaded" and response.headers["retry-after"] == "1"
+        wait_until(lambda: _engine_idle(server), what="both aborted")
+        assert server.http.post(COMPLETIONS, json={"prompt": "y", "max_tokens": 2}).status_code == 200
+        assert server.metric("sluicegate_engine_requests_rejected_total") == 1
+    finally:
+        server.stop()
+
+
+def test_health_metrics_and_concurrent_garbage(live_server):
+    """Valid and invalid requests interleaved from many threads: every answer is 200 or 4xx."""
+    statuses = []
+    bodies = [b'{"prompt": "a", "max_tokens": 3}', b"{", b'{"prompt": 1}', b'{"messages": [{}]}', b"\x00" * 64]
+
+    def worker(i: int) -> None:
+        path = CHAT if i % 5 == 3 else COMPLETIONS
+        statuses.append(_post(live_server, path, bodies[i % len(bodies)]).status_code)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(30)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(statuses) == 30 and all(s == 200 or 400 <= s < 500 for s in statuses)
+    assert live_server.http.get("/health").json() == {"status": "ok"}
+    text = live_server.http.get("/metrics").text
+    for name in (
+        "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+        "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:num_preemptions_total",
+        "vllm:time_to_first_token_seconds_bucket", "vllm:inter_token_latency_seconds_bucket",
+        "vllm:e2e_request_latency_seconds_bucket", "vllm:request_queue_time_seconds_count",
+        "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
+        "sluicegate_engine_swapped_out_total", "sluicegate_engine_chunked_prefill_steps_total",
+        "sluicegate_engine_step_time_seconds",
+    ):  # fmt: skip
+        assert name in text, name

@@ -1,0 +1,52 @@
+"""The circuit breaker's state machine on a fake clock."""
+
+from __future__ import annotations
+
+from gateway.routing.circuit_breaker import CLOSED, HALF_OPEN, OPEN, CircuitBreaker
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now_s = 0.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+
+def test_opens_after_consecutive_failures_and_a_success_resets_the_count():
+    breaker = CircuitBreaker(failure_threshold=3, open_s=5, clock=Clock())
+    breaker.record_failure()
+    breaker.record_failure()
+    breaker.record_success()
+    breaker.record_failure()
+    breaker.record_failure()
+    assert breaker.state == CLOSED
+    breaker.record_failure()
+    assert breaker.state == OPEN and not breaker.allows()
+
+
+def test_half_open_lets_one_trial_through_and_backs_off_when_it_fails():
+    clock = Clock()
+    breaker = CircuitBreaker(failure_threshold=1, open_s=5, clock=clock)
+    breaker.record_failure()
+    assert breaker.retry_after_s() == 5
+    clock.now_s = 5
+    assert breaker.state == HALF_OPEN and breaker.allows()
+    breaker.on_routed()
+    assert not breaker.allows()  # only one trial at a time
+    breaker.record_failure()
+    assert breaker.state == OPEN and breaker.retry_after_s() == 10  # doubled
+    clock.now_s = 15
+    breaker.on_routed()
+    breaker.record_success()
+    assert breaker.state == CLOSED and breaker.allows()
+
+
+def test_a_trial_whose_client_left_frees_the_slot():
+    clock = Clock()
+    breaker = CircuitBreaker(failure_threshold=1, open_s=1, clock=clock)
+    breaker.record_failure()
+    clock.now_s = 1
+    breaker.on_routed()
+    breaker.record_neutral()
+    assert breaker.state == HALF_OPEN and breaker.allows()
