@@ -46,6 +46,14 @@ class EngineConfig:
     """'auto' (Triton on CUDA, torch elsewhere), 'torch' or 'triton'."""
     enforce_eager: bool = False
     """Disable CUDA graphs for decode steps."""
+    speculative_method: str | None = None
+    """Speculative decoding: None (off), 'ngram' (prompt lookup) or 'draft' (a smaller model, speculative_model)."""
+    speculative_model: str | None = None
+    """Draft model folder (same tokenizer as the target) for speculative_method='draft'."""
+    num_speculative_tokens: int = 4
+    """k: draft tokens proposed per sequence per step."""
+    speculative_adaptive: bool = True
+    """Turn speculation off (per request and globally) while it does not pay, and back on when it does."""
     served_model_name: str | None = None
     """Name reported by /v1/models and expected in requests. None: the folder's name."""
 
@@ -67,5 +75,11 @@ class EngineConfig:
             )
         if not 0.0 <= self.kv_admission_watermark < 1.0:
             raise ValueError(f"kv_admission_watermark={self.kv_admission_watermark}: must be in [0, 1)")
+        if self.speculative_method not in (None, "ngram", "draft"):
+            raise ValueError(f"speculative_method={self.speculative_method!r}: use None, 'ngram' or 'draft'")
+        if self.speculative_method == "draft" and not self.speculative_model:
+            raise ValueError("speculative_method='draft' needs speculative_model (a draft model folder)")
+        if self.num_speculative_tokens < 1:
+            raise ValueError(f"num_speculative_tokens={self.num_speculative_tokens}: must be at least 1")
         if self.attention_backend not in ("auto", "torch", "triton"):
             raise ValueError(f"attention_backend={self.attention_backend!r}: use auto, torch or triton")

@@ -51,6 +51,7 @@ class KVCache:
             (torch.zeros(host_shape, dtype=dtype, pin_memory=pin), torch.zeros(host_shape, dtype=dtype, pin_memory=pin))
             for _ in range(spec.num_layers if num_host_blocks else 0)
         ]
+        self.mirrors: list[KVCache] = []  # pools indexed by the same block ids (a draft model's), copied alongside
         bytes_per_token = spec.kv_bytes_per_token(dtype.itemsize)
         log.info(
             "KV cache: %d bytes per token (2 x %d layers x %d kv heads x %d head dim x %d bytes), %d blocks of %d "
@@ -67,6 +68,8 @@ class KVCache:
         for key_cache, value_cache in self.layers:
             key_cache[dst] = key_cache[src]
             value_cache[dst] = value_cache[src]
+        for mirror in self.mirrors:
+            mirror.copy_blocks(src_ids, dst_ids)
 
     def swap_out(self, device_ids: list[int], host_ids: list[int]) -> None:
         self._swap(self.layers, self.host_layers, device_ids, host_ids)

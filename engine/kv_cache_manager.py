@@ -113,6 +113,14 @@ class KVCacheManager:
         self.pool.free(reversed(seq.block_table))
         seq.block_table = []
         seq.num_cached_blocks = 0
+        seq.num_draft_computed = 0  # the draft model's KV went with the blocks
+
+    def trim(self, seq: Sequence, num_tokens: int) -> None:
+        """Free blocks past the first num_tokens positions (speculation's rejected-draft slots)."""
+        keep = -(-num_tokens // self.block_size)
+        if len(seq.block_table) > keep:
+            self.pool.free(reversed(seq.block_table[keep:]))
+            del seq.block_table[keep:]
 
     # -- swapping -----------------------------------------------------------------------------------------------
     def swap_out(self, seq: Sequence) -> bool:

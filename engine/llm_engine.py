@@ -27,6 +27,7 @@ from engine.outputs import CompletionOutput, RequestOutput
 from engine.sampler import Sampler, SamplingRow
 from engine.sampling_params import SamplingParams
 from engine.scheduler import Scheduler
+from engine.speculative import Speculator
 from engine.sequence import Request, Sequence, SequenceStatus
 from engine.stats import EngineStats, KVEvent
 
@@ -69,7 +70,39 @@ class LLMEngine:
         self.scheduler = Scheduler(config, self.kv, self.counters)
         self.runner = ModelRunner(model, self.kv_cache, self.block_size, self.device)
         self.sampler = Sampler(self.device, config.seed)
+        self.speculator = self._build_speculator(config, num_blocks) if config.speculative_method else None
         self.requests: dict[str, Request] = {}
+
+    def _build_speculator(self, config: EngineConfig, num_blocks: int) -> Speculator:
+        draft_runner, draft_cost_ratio = None, 0.0
+        if config.speculative_method == "draft":
+            draft_hf = load_hf_config(config.speculative_model)
+            draft_spec = ModelSpec.from_hf_config(draft_hf)
+            if draft_spec.vocab_size != self.spec.vocab_size:
+                raise ValueError(
+                    f"draft model vocab {draft_spec.vocab_size} != target vocab {self.spec.vocab_size}: the draft "
+                    "must share the target's tokenizer"
+                )
+            weights = load_weights(
+                config.speculative_model, draft_spec, "auto", self.device, self.dtype, config.seed
+            )
+            rope = RotaryEmbedding(draft_hf, draft_spec.head_dim, self.max_model_len, self.device, self.dtype)
+            attention = PagedAttention(attention_ops(self.device, config.attention_backend), draft_spec.head_dim**-0.5)
+            mirror = KVCache(draft_spec, num_blocks, self.block_size, self.dtype, self.device)
+            self.kv_cache.mirrors.append(mirror)
+            draft_runner = ModelRunner(LlamaModel(draft_spec, weights, rope, attention), mirror, self.block_size, self.device)
+            draft_cost_ratio = _param_count(draft_spec) / _param_count(self.spec)
+        return Speculator(
+            config.speculative_method,
+            config.num_speculative_tokens,
+            self.kv,
+            self.sampler,
+            self.max_model_len,
+            config.max_num_batched_tokens,
+            config.speculative_adaptive,
+            draft_runner,
+            draft_cost_ratio,
+        )
 
     def _resolve_max_model_len(self, requested: int | None) -> int:
         limit = self.spec.max_position_embeddings
@@ -158,11 +191,18 @@ class LLMEngine:
         sched = self.scheduler.schedule()
         if sched.is_empty:
             return []
-        logits, sample_seqs = self.runner.execute(sched.scheduled)
+        drafts = self.speculator.propose(sched.scheduled, sched.num_batched_tokens) if self.speculator else {}
+        logits, inputs = self.runner.execute(sched.scheduled, drafts)
         for seq, num_new in sched.scheduled:
-            seq.num_computed_tokens += num_new
-            self.kv.cache_full_blocks(seq)
-        touched = self._sample_and_append(logits, sample_seqs)
+            if seq.seq_id not in drafts:  # speculating sequences count only verified tokens, after verification
+                seq.num_computed_tokens += num_new
+                self.kv.cache_full_blocks(seq)
+        if drafts:
+            plain_logits, plain_seqs, spec_logits, spec_seqs = _split_rows(logits, inputs, drafts)
+            touched = self._sample_and_append(plain_logits, plain_seqs)
+            touched += self._verify_and_append(spec_logits, spec_seqs, drafts)
+        else:
+            touched = self._sample_and_append(logits, inputs.sample_seqs)
         self.scheduler.remove_finished()
         now = time.monotonic()
         self.counters.num_steps_total += 1
@@ -192,6 +232,21 @@ class LLMEngine:
             self._append_token(seq, token_id, logprob)
             touched[seq.request.request_id] = seq.request
         return list(touched.values())
+
+    def _verify_and_append(
+        self, logits: list[torch.Tensor], seqs: list[Sequence], drafts: dict[int, list[int]]
+    ) -> list[Request]:
+        for seq, tokens in zip(seqs, self.speculator.verify(seqs, logits, drafts)):
+            # The pending token and the accepted drafts now have verified KV; the last token is the new pending one.
+            seq.num_computed_tokens += len(tokens)
+            for token in tokens:
+                self._append_token(seq, token, None)
+                if seq.is_finished:
+                    break
+            if not seq.is_finished:
+                self.kv.trim(seq, seq.num_computed_tokens)
+                self.kv.cache_full_blocks(seq)
+        return list({s.request.request_id: s.request for s in seqs}.values())
 
     def _fork(self, request: Request) -> list[Sequence]:
         request.forked = True
@@ -249,6 +304,8 @@ class LLMEngine:
             if finished:
                 request.finished_time = now
                 del self.requests[request.request_id]
+                if self.speculator is not None:
+                    self.speculator.finish(request.request_id)
             outputs.append(
                 RequestOutput(
                     request_id=request.request_id,
@@ -304,6 +361,28 @@ class LLMEngine:
 
     def reset_prefix_cache(self) -> bool:
         return self.pool.reset_prefix_cache()
+
+
+def _split_rows(logits: torch.Tensor, inputs, drafts: dict[int, list[int]]):
+    """Separate plain sampling rows (one per sequence) from verification rows (k + 1 per speculating sequence)."""
+    plain_rows, plain_seqs, spec_logits, spec_seqs = [], [], [], []
+    row = 0
+    for seq, num_rows in zip(inputs.sample_seqs, inputs.num_rows):
+        if seq.seq_id in drafts:
+            spec_logits.append(logits[row : row + num_rows])
+            spec_seqs.append(seq)
+        else:
+            plain_rows.append(row)
+            plain_seqs.append(seq)
+        row += num_rows
+    plain = logits[torch.tensor(plain_rows, dtype=torch.long, device=logits.device)]
+    return plain, plain_seqs, spec_logits, spec_seqs
+
+
+def _param_count(spec: ModelSpec) -> int:
+    per_layer = spec.hidden_size * (spec.num_heads + 2 * spec.num_kv_heads) * spec.head_dim
+    per_layer += spec.num_heads * spec.head_dim * spec.hidden_size + 3 * spec.hidden_size * spec.intermediate_size
+    return spec.num_layers * per_layer + spec.vocab_size * spec.hidden_size
 
 
 def _load_tokenizer(model_dir: str):

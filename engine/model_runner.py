@@ -23,7 +23,8 @@ class StepInputs:
     positions: torch.Tensor  # [T]
     meta: AttentionMetadata
     logit_indices: torch.Tensor  # [R] rows of the hidden states to sample from
-    sample_seqs: list[Sequence]  # the R sequences those rows belong to, same order
+    sample_seqs: list[Sequence]  # sequences that sample this step, in row order
+    num_rows: list[int]  # logits rows per sample_seqs entry: 1, or k + 1 for a sequence verifying k drafts
 
 
 class ModelRunner:
@@ -33,17 +34,23 @@ class ModelRunner:
         self.block_size = block_size
         self.device = device
 
-    def execute(self, scheduled: list[tuple[Sequence, int]]) -> tuple[torch.Tensor, list[Sequence]]:
-        """Run one step; return logits [R, V] (fp32) and the sequences they belong to."""
-        inputs = self.prepare(scheduled)
+    def execute(
+        self, scheduled: list[tuple[Sequence, int]], drafts: dict[int, list[int]] | None = None
+    ) -> tuple[torch.Tensor, StepInputs]:
+        """Run one step; return logits [R, V] (fp32) and the inputs (which say whose rows they are).
+
+        drafts: seq_id -> draft tokens appended after that sequence's scheduled token; every one of its positions
+        gets a logits row, for verification."""
+        inputs = self.prepare(scheduled, drafts or {})
         hidden = self.model.forward(inputs.input_ids, inputs.positions, self.kv_cache.layers, inputs.meta)
         if not inputs.sample_seqs:
-            return hidden.new_empty((0, self.model.spec.vocab_size), dtype=torch.float32), []
-        return self.model.compute_logits(hidden[inputs.logit_indices]), inputs.sample_seqs
+            return hidden.new_empty((0, self.model.spec.vocab_size), dtype=torch.float32), inputs
+        return self.model.compute_logits(hidden[inputs.logit_indices]), inputs
 
-    def prepare(self, scheduled: list[tuple[Sequence, int]]) -> StepInputs:
-        decodes = [(s, n) for s, n in scheduled if n == 1]
-        prefills = [(s, n) for s, n in scheduled if n != 1]
+    def prepare(self, scheduled: list[tuple[Sequence, int]], drafts: dict[int, list[int]]) -> StepInputs:
+        # A sequence verifying drafts has several query tokens, so it takes the prefill (chunk) attention path.
+        decodes = [(s, n) for s, n in scheduled if n == 1 and s.seq_id not in drafts]
+        prefills = [(s, n) for s, n in scheduled if n != 1 or s.seq_id in drafts]
         ordered = decodes + prefills
 
         token_ids: list[int] = []
@@ -52,6 +59,10 @@ class ModelRunner:
         for seq, n in ordered:
             start = seq.num_computed_tokens
             token_ids.extend(seq.token_ids[start : start + n])
+            draft = drafts.get(seq.seq_id)
+            if draft:
+                token_ids.extend(draft)
+                n += len(draft)
             starts.append(start)
             lens.append(n)
         dev = self.device
@@ -70,12 +81,15 @@ class ModelRunner:
         bs = self.block_size
         slot_mapping = block_tables[seq_index, positions // bs].long() * bs + positions % bs
 
-        # Sample only where every token of the sequence is computed after this step.
-        last_rows, sample_seqs = [], []
+        # Sample only where every token of the sequence is computed after this step (all draft positions too).
+        last_rows, sample_seqs, num_rows = [], [], []
+        ends = cu[1:].tolist()
         for i, (seq, n) in enumerate(ordered):
             if seq.num_computed_tokens + n == seq.num_tokens:
-                last_rows.append(int(cu[i + 1]) - 1)
+                rows = 1 + len(drafts.get(seq.seq_id, ()))
+                last_rows.extend(range(ends[i] - rows, ends[i]))
                 sample_seqs.append(seq)
+                num_rows.append(rows)
 
         nd = len(decodes)
         meta = AttentionMetadata(
@@ -94,4 +108,5 @@ class ModelRunner:
             meta=meta,
             logit_indices=torch.tensor(last_rows, dtype=torch.long, device=dev),
             sample_seqs=sample_seqs,
+            num_rows=num_rows,
         )

@@ -90,6 +90,11 @@ class Sampler:
                 race[i].exponential_(generator=row.generator)
         return (probs / race).argmax(dim=-1)
 
+    def probs(self, logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+        """[N, V] logits of one request -> the distribution it samples from (temperature, top-k/p, min-p)."""
+        scaled = logits / max(params.temperature, _GREEDY_EPS)
+        return torch.softmax(self._truncate(scaled, [params] * logits.shape[0]), dim=-1)
+
     @staticmethod
     def _truncate(scaled: torch.Tensor, params: list[SamplingParams]) -> torch.Tensor:
         """top-k, top-p and min-p as masks over one descending sort, only when some row asks for them."""

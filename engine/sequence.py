@@ -47,6 +47,7 @@ class Sequence:
         self.block_hashes: list[int] = []  # hashes of full blocks of token_ids, chained
         self.num_cached_blocks = 0  # leading blocks of block_table registered in the prefix cache
         self.host_block_ids: list[int] = []  # where the KV lives while swapped out
+        self.num_draft_computed = 0  # tokens whose draft-model KV is in the mirror cache (speculative decoding)
         # sampling and output
         self.generator = generator
         self.detokenizer = detokenizer
