@@ -130,6 +130,9 @@ RUNNERS = {"ours": run_ours, "hf-padded": run_hf_padded, "hf-cb": run_hf_cb}
 
 
 def _worker(args) -> int:
+    import torch
+
+    torch.set_num_threads(args.threads)  # the same for every system
     work = json.loads(Path(args.workload).read_text())
     result = RUNNERS[args.worker](args.model, work, args)
     result["peak_rss_mib"] = _peak_rss_mib()
@@ -140,7 +143,7 @@ def _worker(args) -> int:
 def _run_system(system: str, workload_path: str, args) -> dict:
     cmd = [sys.executable, "-m", "bench.engine", "--worker", system, "--workload", workload_path, "--model", args.model]
     cmd += ["--max-num-seqs", str(args.max_num_seqs), "--max-num-batched-tokens", str(args.max_num_batched_tokens)]
-    cmd += ["--padded-batch-size", str(args.padded_batch_size)]
+    cmd += ["--padded-batch-size", str(args.padded_batch_size), "--threads", str(args.threads)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout_s)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -208,12 +211,19 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--max-num-batched-tokens", type=int, default=1024)
     parser.add_argument("--padded-batch-size", type=int, default=32)
     parser.add_argument("--timeout-s", type=float, default=1800)
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch CPU threads for every system")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--spec", action="store_true", help="speculative decoding section instead (bench/engine_spec.py)")
+    parser.add_argument("--pair", default=".sluicegate/models/pair", help="trained target/draft pair (made if missing)")
+    parser.add_argument("--spec-max-tokens", type=int, default=64)
+    parser.add_argument("--num-speculative-tokens", type=int, default=4)
     parser.add_argument("--worker", choices=sorted(RUNNERS), help=argparse.SUPPRESS)
     parser.add_argument("--workload", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         return _worker(args)
+    if args.spec:
+        return _spec_main(args)
     if args.model is None:
         args.model = str(DEFAULT_MODEL_DIR)
         if not (DEFAULT_MODEL_DIR / "config.json").exists():
@@ -234,13 +244,32 @@ def main(argv: list[str]) -> int:
     meta = {
         "model": args.model, "num_requests": args.num_requests, "prompt_mean": float(np.mean(plens)),
         "prompt_max": max(plens), "output_mean": float(np.mean(olens)), "output_max": max(olens),
-        "cpu_count": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
+        "cpu_count": os.cpu_count(), "threads": args.threads, "date": time.strftime("%Y-%m-%d"),
     }  # fmt: skip
     if args.json:
         print(json.dumps({"meta": meta, "results": rows}))
     else:
         print_table(rows, meta)
     return 0 if all("error" not in r for r in rows) else 1
+
+
+def _spec_main(args) -> int:
+    import torch
+
+    from bench.engine_spec import print_spec_table, run_spec
+
+    torch.set_num_threads(args.threads)
+    pair = Path(args.pair)
+    if not (pair / "target" / "config.json").exists():
+        from engine.train_pair import main as train_main
+
+        train_main([str(pair)])
+    rows = run_spec(pair, args.spec_max_tokens, args.num_speculative_tokens)
+    if args.json:
+        print(json.dumps({"spec": rows}))
+    else:
+        print_spec_table(rows, pair, args.num_speculative_tokens)
+    return 0
 
 
 if __name__ == "__main__":

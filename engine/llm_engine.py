@@ -351,6 +351,8 @@ class LLMEngine:
         s.num_swapped = len(self.scheduler.swapped)
         s.num_blocks_free = self.pool.num_free_blocks
         s.kv_cache_usage = self.pool.usage
+        if self.speculator is not None:
+            s.spec_decode = self.speculator.stats.snapshot()
         return s
 
     def take_kv_events(self) -> list[KVEvent]:

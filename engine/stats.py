@@ -29,3 +29,4 @@ class EngineStats:
     generation_tokens_total: int = 0
     num_steps_total: int = 0
     last_step_time_s: float = 0.0
+    spec_decode: object | None = None  # a SpecDecodeStats snapshot when speculative decoding is on

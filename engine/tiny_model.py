@@ -214,7 +214,15 @@ def _save_weights(out: Path, tensors: dict, shards: int, save_file) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="sluicegate make-tiny-model", description=__doc__)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--train" in argv:
+        # A trained target + draft pair for speculative decoding (random weights make a draft model useless).
+        from engine.train_pair import main as train_main
+
+        argv.remove("--train")
+        return train_main(argv)
+    parser = argparse.ArgumentParser(prog="sluicegate make-tiny-model", description=__doc__,
+                                     epilog="With --train: a trained target/ and draft/ pair (see --train --help).")
     parser.add_argument("dir", help="output folder")
     parser.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
     parser.add_argument("--arch", choices=sorted(ARCHITECTURES), default="llama")

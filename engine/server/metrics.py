@@ -12,6 +12,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from engine.spec_decode.metrics import metric_families as spec_decode_metric_families
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 _TTFT_BUCKETS_S = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0)
@@ -105,3 +107,5 @@ class _EngineStatsCollector:
             family = GaugeMetricFamily(name, help_text, labels=["model_name"])
             family.add_metric([model_name], float(getattr(stats, field, 0)))
             yield family
+        if stats.spec_decode is not None:
+            yield from spec_decode_metric_families(stats.spec_decode, model_name)

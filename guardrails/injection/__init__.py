@@ -1,0 +1,1 @@
+"""Prompt-injection detection: weighted rules over normalized and decoded text, plus an optional local classifier."""

@@ -1,0 +1,56 @@
+"""InjectionDetector: one score in [0, 1] per prompt from the rules (on normalized and decoded text) and, when
+configured, a local classifier. The two combine by max: each is meant to be calibrated on its own, and max keeps the
+rules' precision on benign prompts the model is unsure about while adding what the model catches alone."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from guardrails.injection import rules
+from guardrails.injection.decode import decoded_payloads
+from guardrails.injection.normalize import normalize
+
+if TYPE_CHECKING:  # the classifier imports torch; only deployments that configure one pay for it
+    from guardrails.injection.classifier import InjectionClassifier
+
+
+@dataclass(frozen=True, slots=True)
+class InjectionResult:
+    score: float
+    rules: tuple[str, ...]
+    """Names of the rules that fired (plus `encoded_payload`, `invisible_chars`, `mixed_script`); safe to log."""
+    model_score: float | None
+
+
+class InjectionDetector:
+    def __init__(self, classifier: InjectionClassifier | None = None) -> None:
+        self.classifier = classifier
+
+    def score(self, text: str) -> InjectionResult:
+        normalized = normalize(text)
+        fired = {rule.name: rule.weight for rule in rules.matching_rules(normalized.text)}
+        if normalized.unfolded != normalized.text:
+            fired.update((rule.name, rule.weight) for rule in rules.matching_rules(normalized.unfolded))
+        for payload in decoded_payloads(normalized.text):
+            hidden = [rule for rule in rules.matching_rules(normalize(payload).text) if rule.name not in fired]
+            for rule in hidden:
+                fired[rule.name] = rule.weight
+            if hidden:
+                fired["encoded_payload"] = rules.ENCODED_PAYLOAD_WEIGHT
+        if normalized.num_invisible_chars:
+            fired["invisible_chars"] = rules.INVISIBLE_CHARS_WEIGHT
+        if normalized.num_mixed_script_words:
+            fired["mixed_script"] = rules.MIXED_SCRIPT_WEIGHT
+        if normalized.num_spaced_runs:
+            fired["spaced_letters"] = rules.SPACED_LETTERS_WEIGHT
+        rule_score = rules.combine(list(fired.values())) if len(fired) > _obfuscation_only(fired) else 0.0
+        model_score = self.classifier.score(text) if self.classifier is not None else None
+        score = max(rule_score, model_score or 0.0)
+        return InjectionResult(score, tuple(sorted(fired)), model_score)
+
+
+def _obfuscation_only(fired: dict[str, float]) -> int:
+    """Invisible characters or mixed scripts alone are common in benign text (copy-pasted web text, Cyrillic names);
+    they only raise the score of a prompt where some rule fired."""
+    return sum(name in ("invisible_chars", "mixed_script") for name in fired)

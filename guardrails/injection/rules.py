@@ -1,0 +1,186 @@
+"""Weighted rules for prompt injection, in four families, English plus German, French and Spanish phrasings.
+
+A rule fires on the structure of an attack, not on a trigger word: "ignore" alone is benign ("ignore case in a
+regex"); "ignore ... previous ... instructions" is not. Weights are the rule's own odds: strong rules (0.85-0.9) block
+alone at the default threshold 0.5; medium ones (0.5-0.6) block alone just over it; weak ones (0.25-0.45, e.g. "system
+prompt" mentioned, "act as") need a second signal. Rule names are safe to log and count; matched text never is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import regex
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    name: str
+    family: str
+    weight: float
+    triggers: tuple[str, ...]
+    """Lower-case substrings of which every match contains at least one, written with single spaces (they are
+    looked up in the text with whitespace runs collapsed): a C-speed `in` test skips the regex (Python regexes cost
+    ~15 us per rule per 500 characters; most prompts trigger few rules)."""
+    pattern: regex.Pattern
+
+
+def _rule(name: str, family: str, weight: float, triggers: tuple[str, ...], pattern: str) -> Rule:
+    return Rule(name, family, weight, triggers, regex.compile(pattern, regex.IGNORECASE | regex.VERSION1))
+
+
+_GAP = r"[^.!?\n]{0,40}?"  # a few words, within one sentence
+_OVERRIDE_VERB = (r"(?:ignore|disregard|forget|skip|override|bypass|abandon|neglect|overlook|set\s+aside"
+                  r"|throw\s+away|discard|leave\s+behind|drop)")
+_PRIOR = r"(?:previous|prior|above|preceding|earlier|former|initial|original|old|all|any|every|your|these|those|system)"
+_TARGET = (r"(?:instructions?|prompts?|rules?|directions?|directives?|guidelines?|context|constraints?|restrictions?"
+           r"|commands?|tasks?|information|orders|programming|training|thoughts|assignments?|everything)")
+
+RULES: tuple[Rule, ...] = (
+    # -- instruction override
+    _rule("override_previous_instructions", "override", 0.9,
+          ("ignor", "disregard", "forget", "skip", "overrid", "bypass", "abandon", "neglect", "overlook", "aside",
+           "throw", "discard", "behind", "drop"),
+          rf"\b{_OVERRIDE_VERB}\b{_GAP}\b{_PRIOR}\b{_GAP}\b{_TARGET}\b"),
+    _rule("ignore_above", "override", 0.85,
+          ("ignor", "disregard", "forget", "skip", "overrid", "bypass", "abandon", "neglect", "overlook", "aside",
+           "throw", "discard", "behind", "drop"),
+          rf"\b{_OVERRIDE_VERB}\s+(?:all\s+)?(?:of\s+)?(?:the\s+|what\s+is\s+)?(?:above|previous|preceding|earlier"
+          r"|prior)\b"),
+    _rule("change_your_instructions", "override", 0.8, ("instructions", "rules", "programming", "prompt", "guidelines"),
+          r"\b(?:change|update|replace|modify|rewrite)\s+your\s+(?:\w+\s+)?(?:instructions|rules|programming|prompt"
+          r"|guidelines)\b|\byour\s+(?:new\s+)?instructions\s+are\s+(?:now|to)\b"),
+    _rule("output_hijack", "override", 0.55, ("just", "only", "simply", "do not"),
+          r"\b(?:just|only|simply)\s+(?:output|say|print|write|respond\s+with|answer\s+with|reply\s+with)\s*:?\s*"
+          r"[\"'“„«]|\bdo\s+not\s+(?:answer|look|read|use|follow)\b.{0,60}?\b(?:just|only|instead)\b"),
+    _rule("ignore_the_documents", "override", 0.6, ("article", "document", "provided", "source", "search"),
+          r"\b(?:disregard\w*|ignor\w*|not\s+by|without\s+(?:using|looking\s+at|reading))\s+(?:the\s+|all\s+)?"
+          r"(?:articles?|documents?|provided\s+(?:text|context|documents?)|sources?|search\s+results)\b"),
+    _rule("forget_everything", "override", 0.85, ("forget", "ignor", "disregard"),
+          r"\b(?:forget|ignore|disregard)\s+(?:about\s+)?(?:everything|all\s+(?:of\s+)?(?:that|this|the\s+above))\b"),
+    _rule("new_instructions_follow", "override", 0.6, ("instruction", "task", "directive", "assignment"),
+          r"\b(?:new|updated|different|additional|real|actual)\s+(?:instructions?|tasks?|directives?|assignments?)"
+          r"\s*(?::|follow|are\b|is\b|-)|\bnow\s+(?:new\s+|some\s+|more\s+)?(?:tasks?|instructions?)\s+follow"),
+    _rule("stop_and_write", "override", 0.7, ("stop", "halt", "attention", "achtung"),
+          r"\b(?:stop|halt|stopp|attention|achtung)\b\s*[-:!.,]+\s*(?:stop|stopp|write|say|print|tell|output|now"
+          r"|schreib\w*|sag\w*)\b"),
+    _rule("repeat_after_me", "override", 0.6, ("repeat", "sprich"), r"\brepeat\s+after\s+me\b|\bsprich\s+mir\s+nach\b"),
+    _rule("praise_then_pivot", "override", 0.5,
+          ("done", "good", "great", "excellent", "enough", "outdone", "leistung", "gemacht", "gut", "großartig",
+           "erledigt"),
+          r"\b(?:well\s+done|great\s+job|very\s+good|simply\s+great|excellent\s+(?:work|performance)|that\s+is\s+"
+          r"(?:enough|done)|that's\s+(?:enough|done)|outdone\s+yourself|ausgezeichnete\s+leistung|gut\s+gemacht"
+          r"|super\s+gemacht|sehr\s+gut|einfach\s+großartig|das\s+ist\s+erledigt)\b.{0,80}?\b(?:now|next|jetzt|nun)\b"),
+    _rule("another_task", "override", 0.35, ("task", "challenge", "assignment", "aufgabe", "herausforderung"),
+          r"\b(?:another|a\s+new|one\s+more|the\s+next)\s+(?:task|challenge|assignment)\s+for\s+you\b"
+          r"|\bnew\s+challenge\b|\b(?:weiteren|neue|nächste)\s+(?:aufgabe|herausforderung)\b"),
+    _rule("from_now_on", "override", 0.35,
+          ("now", "jetzt", "sofort"),
+          r"\bfrom\s+now\s+on\b|\bab\s+(?:jetzt|sofort)\b"),
+    _rule("override_de", "override", 0.9, ("vergiss", "vergesst", "vergessen", "ignorier", "missacht", "überspring"),
+          r"\b(?:vergiss|vergesst|vergessen\s+sie|ignorier\w*|missachte\w*|überspring\w*)\b.{0,60}?"
+          r"\b(?:alles|vorherig\w*|vorangehend\w*|obig\w*|bisherig\w*|anweisung\w*|instruktion\w*|informationen"
+          r"|aufgaben|regeln|befehle|ausführungen|davor)\b"),
+    _rule("prior_information_de", "override", 0.6, ("bisherig", "vorherig", "obigen", "vorigen", "aufgabe"),
+          r"\b(?:alle\s+)?(?:bisherigen|vorherigen|obigen|vorigen)\s+(?:informationen|anweisungen|aufgaben"
+          r"|ausführungen|instruktionen)\b|\bneue\s+aufgaben?\b|\bweitere\s+aufgaben\b"),
+    _rule("override_fr", "override", 0.9, ("oubli", "ignor", "néglig"),
+          r"\b(?:oubliez|oublie|ignorez|ignore|négligez)\s+(?:toutes?|tout|les|vos|tes)\b.{0,40}?"
+          r"\b(?:instructions|consignes|règles|précédent\w*|ci-dessus)\b"),
+    _rule("override_es", "override", 0.9, ("olvid", "ignor"),
+          r"\b(?:olvid\w*|ignora|ignore|ignorad)\s+(?:todas?|todo|las|los|tus|sus)\b.{0,40}?"
+          r"\b(?:instrucciones|reglas|anteriores|indicaciones|antes|sabes)\b"),
+    _rule("override_other", "override", 0.9,
+          ("zaboravi", "zapomni", "забуд", "игнорир", "dimentica", "ignora", "esque"),
+          r"\b(?:zaboravi\w*|zapomni\w*|забуд\w*|игнорир\w*|dimentica\w*|ignora\w*|esqueça\w*|esqueca\w*)\s+"
+          r"(?:sve|все|всё|tutte?|tudo|todas?|le|as|os)\b.{0,40}?\b(?:\w*instrukcij\w*|инструкци\w*|istruzioni"
+          r"|instruções|instrucoes|regole|regras|prethodn\w*|предыдущ\w*|precedenti|anteriores)\b"),
+    # -- role-play jailbreak
+    _rule("you_are_now", "roleplay", 0.6, ("you", "bist"),
+          r"\b(?:you\s+are\s+now|you're\s+now|now\s+you\s+are|you\s+will\s+now\s+be|you\s+are\s+no\s+longer"
+          r"|du\s+bist\s+jetzt|jetzt\s+bist\s+du|nun\s+bist\s+du|du\s+bist\s+kein\w*)\b"),
+    _rule("act_as", "roleplay", 0.45,
+          ("imagine", "act as", "act like", "behave", "play the role", "stell dir", "tu so", "verhalte", "agiere"),
+          r"\bimagine\s+(?:you\s+are|you're|that\s+you\s+are)\b|\b(?:act|behave)\s+(?:as\s+if|like)\b"
+          r"|\bact\s+as\s+(?:an?|the|my)\b|\bplay\s+the\s+role\s+of\b"
+          r"|\b(?:stell\s+dir\s+vor|tu\s+so\s+als|verhalte\s+dich\s+wie|agiere\s+als)\b"),
+    _rule("role_assignment", "roleplay", 0.6, ("want", "pretend", "role", "fungier", "agierst", "act as"),
+          r"\bi\s+want\s+you\s+to\s+(?:act|pretend|play|roleplay|role-play)\b|\b(?:role-?playing|roleplay)\s+as\b"
+          r"|\b(?:you\s+are\s+going\s+to|you\s+will|you\s+must|you\s+shall)\s+(?:now\s+)?act\s+as\b"
+          r"|\bpretend\s+(?:to\s+be|you|that|to)\b"
+          r"|\bdass\s+sie\s+als\s+\S+.{0,60}?\bfungieren\b|\bdass\s+du\s+als\s+\S+.{0,60}?\b(?:fungierst|agierst)\b"),
+    _rule("jailbreak_persona", "roleplay", 0.6,
+          ("dan", "stan", "anything", "evil", "unrestricted", "unfiltered", "uncensored", "amoral", "rogue",
+           "unethical", "böse", "bösartig", "unzensiert"),
+          r"(?-i:\b(?:DAN|STAN)\b)|\bdo\s+anything\s+now\b"
+          r"|\b(?:evil|unrestricted|unfiltered|uncensored|amoral|rogue|unethical)\s+(?:ai|assistant|model|chatbot|bot"
+          r"|version|mode|persona)\b|\b(?:böse|bösartige|unzensierte)\s+KI\b"),
+    _rule("jailbreak_mention", "roleplay", 0.3, ("jail", "developer", "god", "pwned"),
+          r"\b(?:jailbreak\w*|jail\s*broken|developer\s+mode|god\s+mode|pwned)\b"),
+    _rule("pwned_payload", "override", 0.6, ("pwned",), r"\bi\s+have\s+been\s+pwned\b"),
+    _rule("no_restrictions", "roleplay", 0.45,
+          ("restriction", "limitation", "filter", "censorship", "ethic", "moral", "polic", "safety"),
+          r"\b(?:without|free\s+of|no|free\s+from|ignore\s+(?:all\s+)?(?:your\s+)?)\s+(?:any\s+)?(?:restrictions"
+          r"|limitations|filters|censorship|ethical\s+guidelines|ethics|morals|content\s+polic\w+"
+          r"|safety\s+guidelines)\b"),
+    _rule("stay_in_character", "roleplay", 0.5, ("character", "role", "falling", "breaking", "absorbed"),
+          r"\b(?:stay|remain|stays)\s+in\s+(?:character|role|their\s+roles?)\b|\b(?:never|do\s+not|don't)\s+break"
+          r"\s+character\b|\bwithout\s+(?:even\s+)?(?:falling|breaking)\s+out\b|\bcompletely\s+absorbed\s+in\b"),
+    _rule("hypothetical_harm", "roleplay", 0.45, ("hypothetic", "theoretic", "fictional"),
+          r"\b(?:hypothetical\w*|theoretical\w*|fictional)\s+(?:world|scenario|story|setting)\b.{0,120}?"
+          r"\b(?:no\s+rules|hate|illegal|anything|without\s+consequences)\b"),
+    _rule("execute_command", "roleplay", 0.3, ("execute", "run"),
+          r"\b(?:execute|run)\s+(?:the\s+following|this|my)\s+(?:command|code|instruction)s?\b"),
+    # -- system prompt extraction
+    _rule("reveal_system_prompt", "extraction", 0.75,
+          ("prompt", "instruction", "system", "directive", "guideline", "rule"),
+          r"\b(?:reveal|show|print|display|output|repeat|tell\s+me|give\s+me|share|leak|dump|list|write\s+down"
+          r"|what\s+(?:is|are|was|were))\b[^.?!\n]{0,30}?\b(?:your|initial|hidden|secret|original|system|internal"
+          r"|confidential|above|previous)\s+(?:\w+\s+){0,2}?(?:prompts?|instructions|system\s+messages?|directives"
+          r"|guidelines|rules|prompt\s+texts?)\b"),
+    _rule("repeat_text_above", "extraction", 0.75,
+          ("repeat", "print", "output", "show", "reveal", "return", "written", "what are the", "what were the",
+           "what is the", "what was the", "zeig", "gib"),
+          r"\b(?:repeat|print|output|show|reveal|return)\s+(?:the\s+|all\s+(?:the\s+)?)?(?:words|text|everything"
+          r"|content|lines?|sentences?)\s+(?:above|before|prior)\b"
+          r"|\bwhat\s+(?:are|were|is|was)\s+the\s+(?:\d+\s+|first\s+"
+          r"|last\s+)?(?:sentences?|words|lines?)\s+(?:before|above)\b|\bwhat\s+(?:was|is)\s+written\s+(?:above|before"
+          r"|at\s+the\s+(?:beginning|start|top))\b"
+          r"|\b(?:zeig|gib)\w*\s+(?:mir\s+)?(?:deinen?|den)\s+(?:system\s*)?prompt"),
+    _rule("system_prompt_mention", "extraction", 0.25, ("prompt",), r"\bsystem[\s_\-]*prompt\b|\bprompt[\s_]*texts?\b"),
+    # -- delimiter tricks
+    _rule("fake_role_tokens", "delimiter", 0.6,
+          ("im_", "endoftext", "eot_id", "header_id", "inst]", "sys]", "sys>>", "#", "system", "developer"),
+          r"<\|?(?:im_start|im_end|system|endoftext|eot_id|start_header_id|end_header_id)\|?>|\[/?(?:INST|SYS)\]"
+          r"|<</?SYS>>|(?m:^\s*#{2,}\s*(?:system|instructions?|new\s+instructions?)\b)"
+          r"|(?m:^\s*(?:system|developer)\s*:)"),
+    _rule("end_of_prompt_marker", "delimiter", 0.5, ("of", "---"),
+          r"\b(?:end|begin|start)\s+of\s+(?:the\s+)?(?:prompt|instructions|context|system\s+message|user\s+input)\b"
+          r"|-{3,}\s*(?:end|new\s+(?:task|instructions?))\b"),
+    _rule("escaped_newline_flood", "delimiter", 0.55, ("\\",), r"(?:\\\s*n\s*){4,}"),
+    _rule("inline_instruction_label", "delimiter", 0.5, (":",),
+          r"(?:\\n|\n)\s*(?:instructions?|system|new\s+task|anweisung)\s*:"),
+)
+
+ENCODED_PAYLOAD_WEIGHT = 0.5
+"""Extra signal when a rule fires only inside a decoded (base64/hex/rot13/percent) payload: hiding it is intent."""
+INVISIBLE_CHARS_WEIGHT = 0.35
+SPACED_LETTERS_WEIGHT = 0.45
+MIXED_SCRIPT_WEIGHT = 0.35
+
+
+_TRIGGERS = tuple(sorted({trigger for rule in RULES for trigger in rule.triggers}))
+
+
+def matching_rules(text: str) -> list[Rule]:
+    lowered = " ".join(text.lower().split())
+    present = {trigger for trigger in _TRIGGERS if trigger in lowered}
+    return [rule for rule in RULES if not present.isdisjoint(rule.triggers) and rule.pattern.search(text)]
+
+
+def combine(weights: list[float]) -> float:
+    """Noisy-OR: independent signals add up without ever reaching 1."""
+    miss = 1.0
+    for weight in weights:
+        miss *= 1.0 - weight
+    return 1.0 - miss

@@ -1,0 +1,94 @@
+"""Our recognizers beside Presidio's: secrets Presidio has no recognizer for, and an offline email validator.
+
+Each is a Presidio `PatternRecognizer`, so both PII engines and Presidio's context enhancer treat them alike.
+Patterns are case-sensitive (Presidio's default flags ignore case): key prefixes such as `AKIA` are.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+
+import guardrails.presidio_import  # noqa: F401  (before presidio/spacy: keeps torch out)
+
+import regex
+import tldextract
+from presidio_analyzer import Pattern, PatternRecognizer
+from presidio_analyzer.predefined_recognizers import EmailRecognizer
+
+_CASE_SENSITIVE = regex.DOTALL | regex.MULTILINE
+
+# An empty URL list makes tldextract use its bundled public-suffix snapshot; the default extractor that Presidio's
+# EmailRecognizer calls fetches the list over the network on first use.
+_OFFLINE_TLD = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
+
+
+class OfflineEmailRecognizer(EmailRecognizer):
+    """Presidio's email recognizer with its domain check on the bundled suffix list."""
+
+    def validate_result(self, pattern_text: str) -> bool:
+        return _OFFLINE_TLD(pattern_text).fqdn != ""
+
+
+class ApiKeyRecognizer(PatternRecognizer):
+    """Provider keys by their published prefixes, and the value of `api_key = ...`-style assignments."""
+
+    PATTERNS = [
+        Pattern("OpenAI/Anthropic key", r"\bsk-(?:[A-Za-z]+-)?[A-Za-z0-9_\-]{20,}", 0.9),
+        Pattern("AWS access key id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b", 0.9),
+        Pattern("GitHub token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})\b", 0.9),
+        Pattern("Slack token", r"\bxox[abprs]-[A-Za-z0-9\-]{10,}", 0.9),
+        Pattern("Google API key", r"\bAIza[0-9A-Za-z_\-]{35}\b", 0.9),
+        Pattern("Stripe key", r"\b(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,}\b", 0.9),
+        Pattern(
+            "Secret assignment",
+            r"(?<=(?i:api[_\-]?key|secret(?:[_\-]?key)?|access[_\-]?token|auth[_\-]?token|password|passwd)"
+            r"[\"']?\s{0,3}[:=]\s{0,3}[\"']?)[A-Za-z0-9_\-/+=.]{12,}",
+            0.6,
+        ),
+    ]
+    CONTEXT = ["key", "token", "secret", "api", "password", "credential"]
+
+    def __init__(self) -> None:
+        super().__init__(supported_entity="API_KEY", patterns=self.PATTERNS, context=self.CONTEXT,
+                         global_regex_flags=_CASE_SENSITIVE, name="ApiKeyRecognizer")
+
+    def validate_result(self, pattern_text: str) -> bool | None:
+        # A random key mixes letters and digits; `password: correcthorsebattery` style words do not.
+        has_digit = any(c.isdigit() for c in pattern_text)
+        has_alpha = any(c.isalpha() for c in pattern_text)
+        return None if has_digit and has_alpha else False
+
+
+class JwtRecognizer(PatternRecognizer):
+    """JSON Web Tokens: three base64url parts whose first decodes to a JSON header with `alg`."""
+
+    PATTERNS = [Pattern("JWT", r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", 0.8)]
+
+    def __init__(self) -> None:
+        super().__init__(supported_entity="JWT", patterns=self.PATTERNS, context=["jwt", "token", "bearer"],
+                         global_regex_flags=_CASE_SENSITIVE, name="JwtRecognizer")
+
+    def validate_result(self, pattern_text: str) -> bool:
+        header = pattern_text.split(".", 1)[0]
+        try:
+            decoded = json.loads(base64.urlsafe_b64decode(header + "=" * (-len(header) % 4)))
+        except (binascii.Error, ValueError, UnicodeDecodeError):
+            return False
+        return isinstance(decoded, dict) and "alg" in decoded
+
+
+class PrivateKeyRecognizer(PatternRecognizer):
+    """PEM private key blocks (RSA, EC, OPENSSH, PKCS#8, encrypted), BEGIN line to END line."""
+
+    BEGIN = r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY( BLOCK)?-----"
+    PATTERNS = [Pattern("PEM private key", BEGIN + r".*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY( BLOCK)?-----", 1.0)]
+
+    def __init__(self) -> None:
+        super().__init__(supported_entity="PRIVATE_KEY", patterns=self.PATTERNS, global_regex_flags=_CASE_SENSITIVE,
+                         name="PrivateKeyRecognizer")
+
+
+def own_recognizers() -> list[PatternRecognizer]:
+    return [ApiKeyRecognizer(), JwtRecognizer(), PrivateKeyRecognizer()]

@@ -1,0 +1,192 @@
+"""StreamRedactor: redacts PII in a streamed response while holding back only what could still become an entity.
+
+One per response choice. Each `feed(delta)` appends to a pending buffer and returns what can be emitted now:
+
+      emitted (kept as left context, last N chars)  |  pending                      |
+      "...reach me at "                             |  "john.do"                    <- feed("do")
+                                                    ^ cut: the trailing run "john.do" could still become an email
+
+The cut is the start of the longest trailing run that could still grow into an entity: the last non-space token
+(an email, key or URL continues without spaces), a run of digit groups with separators (`4111 1111 11`, a phone, an
+SSN), or an IBAN's groups. A finding that straddles the cut moves the cut to its start. Everything before the cut
+is scanned with the tenant's policy and emitted at once, redacted.
+
+The pending buffer is bounded by `stream_max_holdback_chars`. A secret longer than that (a PEM private key, a long
+JWT or API key) is swallowed instead: once its start is recognised (the PEM BEGIN line, a finding still growing at
+the end, or a run starting with a key prefix) the placeholder is emitted (or one `*` per character, for masking) and
+the rest is dropped until the secret ends (the PEM END line, or whitespace). Any other over-long unbroken run is
+scanned and released as it stands. Output `block` raises OutputBlocked instead of emitting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import regex
+
+from guardrails.errors import OutputBlocked
+from guardrails.findings import Finding, redact
+from guardrails.pii_scanner import PiiScanner
+from guardrails.policy import GuardrailPolicy
+
+_TRAILING_RUN = regex.compile(r"\S+$")
+_TAILS = (
+    _TRAILING_RUN,
+    regex.compile(r"[+(]?\d[\d().\-/ ]*$"),
+    regex.compile(r"\b[A-Za-z]{2}\d{2}(?: ?[A-Za-z0-9]{1,4})* ?$"),
+)
+_PEM_BEGIN = regex.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
+_PEM_END = regex.compile(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
+_PEM_END_MAX_CHARS = 64
+_RUN_END = regex.compile(r"\s")
+# Prefixes that start a long secret: a run beginning with one is swallowed rather than released in clear.
+_SECRET_PREFIXES = regex.compile(r"(?:eyJ|sk-|sk_live_|rk_live_|ghp_|gho_|ghs_|github_pat_|xox[abprs]-|AKIA|AIza)")
+_SECRET_PREFIX_ENTITY = {"eyJ": "JWT"}
+# A BEGIN line still arriving ("-----BEG", "-----BEGIN RSA PRIV"): held so the header is not sent in clear.
+_PEM_BEGIN_TAIL = regex.compile(r"-----BEGIN[A-Z0-9 ]*-{0,5}$|-{1,5}[BEGIN]{0,4}$")
+
+OnFinding = Callable[[str, str], None]
+"""Called with (entity, action) for each finding acted on; the gateway counts it in metrics."""
+
+
+class StreamRedactor:
+    def __init__(self, scanner: PiiScanner, policy: GuardrailPolicy, context_chars: int, max_holdback_chars: int,
+                 on_finding: OnFinding | None = None) -> None:
+        self.scanner = scanner
+        self.policy = policy
+        self.action = policy.output_pii_action
+        self.context_chars = context_chars
+        self.max_holdback_chars = max_holdback_chars
+        self.on_finding = on_finding
+        self.blocked = False
+        self._context = ""  # already emitted original text: context words for the scan, never re-emitted
+        self._pending = ""  # received, not yet emitted
+        self._swallow_end: regex.Pattern | None = None  # set while dropping the rest of a long secret
+        self._watch_pem = "PRIVATE_KEY" in policy.pii_entities and self.action in ("redact", "block")
+
+    @property
+    def held_chars(self) -> int:
+        return len(self._pending)
+
+    def feed(self, delta: str) -> str:
+        """Append a delta; return the text that can be sent now (possibly empty). Raises OutputBlocked."""
+        if self.blocked:
+            raise OutputBlocked("pii")
+        if self.action == "off":
+            return delta
+        self._pending += delta
+        return self._release(final=False)
+
+    def finish(self) -> str:
+        """End of stream: scan and return everything still held back. Raises OutputBlocked."""
+        if self.blocked:
+            raise OutputBlocked("pii")
+        if self.action == "off":
+            return ""
+        return self._release(final=True)
+
+    def _release(self, final: bool) -> str:
+        if self._swallow_end is not None:
+            return self._swallow(final)
+        text = self._context + self._pending
+        offset = len(self._context)
+        if self._watch_pem:
+            begin = _PEM_BEGIN.search(text)
+            if begin is not None and _PEM_END.search(text, begin.end()) is None:
+                return self._start_swallow(text, offset, begin.start(), "PRIVATE_KEY", _PEM_END, final)
+        cut = len(text) if final else self._tail_cut(text, offset)
+        if cut == offset and len(text) - offset <= self.max_holdback_chars:
+            return ""  # all of it may still grow into an entity: nothing to emit, so nothing to scan yet
+        findings = [f for f in self.scanner.scan(text, self.policy) if f.end > offset]
+        for finding in sorted(findings, key=lambda f: -f.start):
+            if finding.start < cut < finding.end:
+                cut = max(finding.start, offset)
+        if len(text) - cut > self.max_holdback_chars:
+            secret = self._overlong_secret(text, findings)
+            if secret is not None:
+                return self._start_swallow(text, offset, secret[1], secret[0], _RUN_END, final)
+            cut = len(text) - self.max_holdback_chars
+            for finding in findings:  # a complete finding across the forced cut goes out whole, redacted
+                if finding.start < cut < finding.end:
+                    cut = finding.end
+        return self._emit(text, offset, cut, [f for f in findings if f.start < cut])
+
+    def _tail_cut(self, text: str, offset: int) -> int:
+        """Start of the longest trailing run that could still grow into an entity (within the window)."""
+        window_start = max(offset, len(text) - self.max_holdback_chars - 1)
+        window = text[window_start:]
+        cut = len(text)
+        for tail in _TAILS + ((_PEM_BEGIN_TAIL,) if self._watch_pem else ()):
+            match = tail.search(window)
+            if match is not None:
+                cut = min(cut, window_start + match.start())
+        return cut
+
+    def _overlong_secret(self, text: str, findings: list[Finding]) -> tuple[str, int] | None:
+        """(entity, start) of a secret still growing at the end of an over-long trailing run, if any."""
+        growing = [f for f in findings if f.end == len(text)]
+        if growing:
+            return growing[0].entity, growing[0].start
+        run = _TRAILING_RUN.search(text, max(0, len(text) - 4 * self.max_holdback_chars))
+        prefix = _SECRET_PREFIXES.search(run[0]) if run is not None else None
+        if prefix is None:
+            return None
+        entity = _SECRET_PREFIX_ENTITY.get(prefix[0], "API_KEY")
+        return (entity, run.start() + prefix.start()) if entity in self.policy.pii_entities else None
+
+    def _emit(self, text: str, offset: int, cut: int, findings: list[Finding]) -> str:
+        # A finding that started in already-emitted context cannot be unsent; redact the part not yet sent.
+        local = [Finding(f.entity, max(f.start, offset) - offset, min(f.end, cut) - offset, f.score)
+                 for f in findings]
+        for finding in local:
+            self._act(finding.entity)
+        out = text[offset:cut]
+        if self.action == "redact" and local:
+            out = redact(out, local, self.policy.redaction_style)
+        self._context = text[max(0, cut - self.context_chars):cut]
+        self._pending = text[cut:]
+        return out
+
+    def _act(self, entity: str) -> None:
+        if self.on_finding is not None:
+            self.on_finding(entity, self.action)
+        if self.action == "block":
+            self.blocked = True
+            self._pending = ""
+            raise OutputBlocked("pii", (entity,))
+
+    def _start_swallow(self, text: str, offset: int, start: int, entity: str, end: regex.Pattern,
+                       final: bool) -> str:
+        start = max(start, offset)
+        before = self._emit(text[:start], offset, start,
+                            [f for f in self.scanner.scan(text[:start], self.policy) if f.end > offset])
+        if self.action == "detect":  # nothing to hide: count it and let the text through
+            if self.on_finding is not None:
+                self.on_finding(entity, self.action)
+            self._pending = text[start:]
+            return before + self._release_clear(final)
+        self._act(entity)
+        self._swallow_end = end
+        self._pending = text[start:]
+        placeholder = f"<{entity}>" if self.policy.redaction_style == "placeholder" else ""
+        return before + placeholder + self._swallow(final)
+
+    def _release_clear(self, final: bool) -> str:
+        out, self._pending = self._pending, ""
+        self._context = out[-self.context_chars:] if self.context_chars else ""
+        return out
+
+    def _swallow(self, final: bool) -> str:
+        masking = self.policy.redaction_style == "mask"
+        end = self._swallow_end.search(self._pending)
+        if end is None:
+            keep = 0 if final or self._swallow_end is _RUN_END else _PEM_END_MAX_CHARS
+            dropped = self._pending[:len(self._pending) - keep] if keep else self._pending
+            self._pending = self._pending[len(dropped):]
+            return "*" * len(dropped) if masking else ""
+        secret_end = end.start() if self._swallow_end is _RUN_END else end.end()
+        masked = "*" * secret_end if masking else ""
+        self._swallow_end = None
+        self._context = ""
+        self._pending = self._pending[secret_end:]
+        return masked + self._release(final)

@@ -1,0 +1,45 @@
+"""What an input check decided, in a form the gateway can act on, log and put in a header without any PII."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from guardrails.errors import GuardrailBlocked
+from guardrails.findings import Finding
+
+ACTIONS = ("allow", "detect", "redact", "block")
+
+
+@dataclass(frozen=True)
+class InputVerdict:
+    action: str
+    """allow (nothing found or all checks off) | detect | redact | block."""
+    texts: tuple[str, ...]
+    """The texts to forward: redacted where the action is `redact`, else the originals."""
+    findings: tuple[tuple[Finding, ...], ...]
+    """Per text, the PII found (offsets into the original text)."""
+    injection_score: float
+    """Highest injection score over the texts; 0.0 when the injection check is off."""
+    injection_rules: tuple[str, ...]
+    """Names of the injection rules that fired, across texts."""
+    blocked_reason: str | None = None
+    """"pii" or "prompt_injection" when `action == "block"`."""
+
+    @property
+    def blocked(self) -> bool:
+        return self.action == "block"
+
+    def entity_counts(self) -> dict[str, int]:
+        return dict(Counter(f.entity for per_text in self.findings for f in per_text))
+
+    def header_value(self) -> str:
+        """For a response header such as `x-sluicegate-guardrails`:
+        `action=redact; pii=EMAIL_ADDRESS:2; injection=0.12`."""
+        counts = ",".join(f"{entity}:{count}" for entity, count in sorted(self.entity_counts().items()))
+        return f"action={self.action}; pii={counts or 'none'}; injection={self.injection_score:.2f}"
+
+    def raise_if_blocked(self) -> None:
+        if self.blocked:
+            entities = tuple(sorted(self.entity_counts())) if self.blocked_reason == "pii" else ()
+            raise GuardrailBlocked(self.blocked_reason or "policy", entities)

@@ -1,0 +1,104 @@
+import socket
+
+import pytest
+
+from guardrails import GuardrailPolicy
+from guardrails.findings import Finding, redact, resolve_overlaps
+from tests.guardrails.pii_values import VALUES
+
+REDACT = GuardrailPolicy(pii_action="redact")
+
+
+@pytest.mark.parametrize("entity, value", VALUES, ids=[f"{e}-{i}" for i, (e, _) in enumerate(VALUES)])
+def test_each_entity_is_found_with_its_exact_span(guardrails_engine, entity, value):
+    text = f"Here it is: {value}. Thanks!"
+    findings = guardrails_engine.scanner.scan(text, REDACT)
+    assert [(f.entity, text[f.start:f.end]) for f in findings] == [(entity, value)]
+    verdict = guardrails_engine.check_input([text], REDACT)
+    assert verdict.action == "redact"
+    assert verdict.texts == (f"Here it is: <{entity}>. Thanks!",)
+
+
+@pytest.mark.parametrize("entity, value", VALUES, ids=[f"{e}-{i}" for i, (e, _) in enumerate(VALUES)])
+def test_fast_path_finds_what_presidio_finds(guardrails_engine, presidio_engine, entity, value):
+    text = f"Note for the file, ref 12: {value} (please keep safe)"
+    fast = {(f.entity, f.start, f.end) for f in guardrails_engine.scanner.scan(text, REDACT)}
+    full = {(f.entity, f.start, f.end) for f in presidio_engine.scanner.scan(text, REDACT)}
+    assert full <= fast
+
+
+def test_mask_style_keeps_length_and_layout(guardrails_engine):
+    policy = GuardrailPolicy(pii_action="redact", redaction_style="mask")
+    text = "mail maria.garcia+news@example.co.uk or card 4111 1111 1111 1111 now"
+    (redacted,) = guardrails_engine.check_input([text], policy).texts
+    assert redacted == "mail " + "*" * 31 + " or card " + "*" * 19 + " now"
+
+
+def test_benign_text_has_no_findings(guardrails_engine):
+    texts = ["Summarise the Q3 report in 5 bullet points and keep it under 200 words.",
+             "Python 3.11.7 was released in 2023; run pip install numpy==1.26.4 first.",
+             "Meet me at 10:30 in room 4B on the 2nd floor, order #5521.",
+             "The risk-averse task-force asked for the password policy document."]
+    for text in texts:
+        assert guardrails_engine.scanner.scan(text, REDACT) == [], text
+
+
+def test_thresholds_and_context_words(guardrails_engine, presidio_engine):
+    strict = GuardrailPolicy(pii_action="redact", pii_thresholds={"PHONE_NUMBER": 0.7})
+    bare = "reach 212-555-0187 today"
+    with_context = "my phone number is 212-555-0187 today"
+    for engine in (guardrails_engine, presidio_engine):
+        assert engine.scanner.scan(bare, strict) == []
+        (finding,) = engine.scanner.scan(with_context, strict)
+        assert finding.entity == "PHONE_NUMBER" and finding.score >= 0.7
+
+
+def test_only_policy_entities_are_reported(guardrails_engine):
+    policy = GuardrailPolicy(pii_entities=("CREDIT_CARD",), pii_action="redact")
+    text = "mail a.b@example.com card 4111 1111 1111 1111"
+    assert [f.entity for f in guardrails_engine.scanner.scan(text, policy)] == ["CREDIT_CARD"]
+
+
+def test_multibyte_text_keeps_offsets(guardrails_engine):
+    text = "Привет 👋🏽 — 山田さん, пишите на ivan.petrov@example.ru или 📞 +44 20 7946 0958 ✅"
+    (redacted,) = guardrails_engine.check_input([text], REDACT).texts
+    assert redacted == "Привет 👋🏽 — 山田さん, пишите на <EMAIL_ADDRESS> или 📞 <PHONE_NUMBER> ✅"
+
+
+def test_scanning_never_touches_the_network(guardrails_engine, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("guardrails tried to open a network connection")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    text = "write to someone@brand-new-domain.example.org or admin@example.com"
+    found = guardrails_engine.scanner.scan(text, REDACT)
+    assert [text[f.start:f.end] for f in found] == ["someone@brand-new-domain.example.org", "admin@example.com"]
+
+
+def test_secrets_without_digits_or_in_words_are_not_keys(guardrails_engine):
+    policy = GuardrailPolicy(pii_entities=("API_KEY", "JWT"), pii_action="redact")
+    for text in ["password: correcthorsebatterystaple", "a risk-assessment-for-the-whole-team-2024 plan",
+                 "eyJhbGciOi.notajwt.atall"]:
+        assert guardrails_engine.scanner.scan(text, policy) == [], text
+    (finding,) = guardrails_engine.scanner.scan('api_key = "Zx81kq0Pw2ls9dMn4"', policy)
+    assert finding.entity == "API_KEY"
+
+
+def test_overlaps_keep_the_strongest_finding():
+    findings = [Finding("PHONE_NUMBER", 5, 16, 0.4), Finding("US_SSN", 5, 16, 0.85), Finding("URL", 20, 25, 0.5),
+                Finding("EMAIL_ADDRESS", 18, 30, 1.0)]
+    kept = resolve_overlaps(findings)
+    assert [(f.entity, f.start) for f in kept] == [("US_SSN", 5), ("EMAIL_ADDRESS", 18)]
+    assert redact("x" * 40, kept, "placeholder") == "xxxxx<US_SSN>xx<EMAIL_ADDRESS>xxxxxxxxxx"
+
+
+def test_fast_path_matches_presidio_beyond_the_defaults(guardrails_engine, presidio_engine):
+    entities = tuple(sorted(guardrails_engine.scanner.supported_entities))
+    policy = GuardrailPolicy(pii_entities=entities, pii_action="redact", pii_default_threshold=0.3)
+    text = ("mac ab:cd:ef:ab:cd:ef id 550e8400-e29b-41d4-a716-446655440000 see www.example.com on 2024-01-05, "
+            "NHS 943 476 5919, ITIN 912-91-1234, routing via account 12345678901 and ssn 219-09-9999")
+    fast = {(f.entity, f.start, f.end) for f in guardrails_engine.scanner.scan(text, policy)}
+    full = {(f.entity, f.start, f.end) for f in presidio_engine.scanner.scan(text, policy)}
+    assert {"MAC_ADDRESS", "UUID", "URL", "DATE_TIME"} <= {entity for entity, _, _ in fast}
+    assert full <= fast

@@ -1,0 +1,58 @@
+import pytest
+
+from guardrails import GuardrailConfigError, GuardrailPolicy, GuardrailsConfig
+
+
+def test_defaults_are_off_and_valid():
+    policy = GuardrailPolicy.from_dict(None)
+    assert policy.pii_action == "off" and policy.injection_action == "off" and not policy.checks_input
+    assert "EMAIL_ADDRESS" in policy.pii_entities
+
+
+def test_from_dict_builds_a_full_policy():
+    policy = GuardrailPolicy.from_dict({
+        "pii_entities": ["EMAIL_ADDRESS", "EMAIL_ADDRESS", "CREDIT_CARD"], "pii_thresholds": {"CREDIT_CARD": 0.9},
+        "pii_action": "redact", "redaction_style": "mask", "output_pii_action": "block",
+        "injection_action": "block", "injection_threshold": 0.7})
+    assert policy.pii_entities == ("EMAIL_ADDRESS", "CREDIT_CARD")
+    assert policy.threshold_for("CREDIT_CARD") == 0.9 and policy.threshold_for("EMAIL_ADDRESS") == 0.4
+    assert policy.checks_input
+
+
+@pytest.mark.parametrize("raw, words", [
+    ({"pii_actoin": "redact"}, ["pii_actoin", "known keys"]),
+    ({"pii_action": "scrub"}, ["pii_action", "scrub", "redact"]),
+    ({"injection_action": "redact"}, ["injection_action"]),
+    ({"redaction_style": "hash"}, ["redaction_style"]),
+    ({"injection_threshold": 1.5}, ["injection_threshold", "[0, 1]"]),
+    ({"pii_thresholds": {"EMAIL_ADDRESS": -0.1}}, ["EMAIL_ADDRESS"]),
+    ({"pii_thresholds": {"EMAIL_ADDRESS": True}}, ["EMAIL_ADDRESS"]),
+    ({"pii_entities": "EMAIL_ADDRESS"}, ["pii_entities"]),
+    ({"pii_thresholds": ["EMAIL_ADDRESS"]}, ["pii_thresholds"]),
+])
+def test_bad_policies_name_the_value(raw, words):
+    with pytest.raises(GuardrailConfigError) as error:
+        GuardrailPolicy.from_dict(raw)
+    for word in words:
+        assert word in str(error.value)
+
+
+def test_policy_must_be_a_mapping():
+    with pytest.raises(GuardrailConfigError, match="mapping"):
+        GuardrailPolicy.from_dict(["redact"])
+
+
+@pytest.mark.parametrize("raw, word", [
+    ({"pii_engine": "regex"}, "pii_engine"), ({"spacy_model_path": ""}, "spacy_model_path"),
+    ({"stream_max_holdback_chars": 4}, "stream_max_holdback_chars"), ({"modle_path": "x"}, "modle_path"),
+])
+def test_bad_config_names_the_value(raw, word):
+    with pytest.raises(GuardrailConfigError, match=word):
+        GuardrailsConfig.from_dict(raw)
+
+
+def test_unsupported_entity_is_a_clear_error(guardrails_engine):
+    with pytest.raises(GuardrailConfigError, match="spacy_model_path"):
+        guardrails_engine.check_policy(GuardrailPolicy(pii_entities=("PERSON",), pii_action="redact"))
+    with pytest.raises(GuardrailConfigError, match="NOT_AN_ENTITY"):
+        guardrails_engine.check_input(["hi"], GuardrailPolicy(pii_entities=("NOT_AN_ENTITY",), pii_action="detect"))

@@ -1,0 +1,150 @@
+import random
+
+import pytest
+
+from guardrails import GuardrailPolicy, Guardrails, GuardrailsConfig, OutputBlocked
+from tests.guardrails.pii_values import PRIVATE_KEY
+
+REDACT = GuardrailPolicy(output_pii_action="redact")
+TEXT = ("Sure! Write to jane.roe@example.org, or pay with 4111 1111 1111 1111 — call +1 (415) 555-0132 "
+        "before 5pm. ünïcødé ✓ done.")
+EXPECTED = ("Sure! Write to <EMAIL_ADDRESS>, or pay with <CREDIT_CARD> — call <PHONE_NUMBER> "
+            "before 5pm. ünïcødé ✓ done.")
+
+
+def _stream(engine, chunks, policy=REDACT):
+    redactor = engine.stream_redactor(policy, "acme")
+    emitted = []
+    for chunk in chunks:
+        emitted.append(redactor.feed(chunk))
+        assert redactor.held_chars <= engine.config.stream_max_holdback_chars
+    emitted.append(redactor.finish())
+    return "".join(emitted), emitted
+
+
+def test_whole_text_matches_non_streamed(guardrails_engine):
+    assert guardrails_engine.redact_output(TEXT, REDACT) == EXPECTED
+    assert _stream(guardrails_engine, [TEXT])[0] == EXPECTED
+
+
+def test_one_character_per_chunk(guardrails_engine):
+    assert _stream(guardrails_engine, list(TEXT))[0] == EXPECTED
+
+
+def test_every_two_chunk_split(guardrails_engine):
+    for cut in range(1, len(TEXT)):
+        assert _stream(guardrails_engine, [TEXT[:cut], TEXT[cut:]])[0] == EXPECTED, cut
+
+
+def test_random_chunkings(guardrails_engine):
+    rng = random.Random(7)
+    for _ in range(15):
+        chunks, i = [], 0
+        while i < len(TEXT):
+            size = rng.randint(1, 9)
+            chunks.append(TEXT[i:i + size])
+            i += size
+        assert _stream(guardrails_engine, chunks)[0] == EXPECTED
+
+
+def test_holds_back_only_the_possible_entity(guardrails_engine):
+    redactor = guardrails_engine.stream_redactor(REDACT)
+    assert redactor.feed("Hello there, my mail is ") == "Hello there, my mail is "
+    assert redactor.feed("jane.roe") == ""
+    assert redactor.feed("@exam") == ""
+    assert redactor.feed("ple.org and more") == "<EMAIL_ADDRESS> and "
+    assert redactor.finish() == "more"
+
+
+def test_digits_are_held_while_a_card_could_grow(guardrails_engine):
+    redactor = guardrails_engine.stream_redactor(REDACT)
+    assert redactor.feed("card 4111 ") == "card "
+    assert redactor.feed("1111 1111 ") == ""
+    assert redactor.feed("1111 thanks") == "<CREDIT_CARD> "
+
+
+def test_long_unbroken_run_is_released_bounded(guardrails_engine):
+    limit = guardrails_engine.config.stream_max_holdback_chars
+    redactor = guardrails_engine.stream_redactor(REDACT)
+    out = "".join(redactor.feed("x") for _ in range(limit * 3))
+    assert len(out) == limit * 2 and redactor.held_chars == limit
+    assert out + redactor.finish() == "x" * limit * 3
+
+
+def test_mask_style_stream(guardrails_engine):
+    policy = GuardrailPolicy(output_pii_action="redact", redaction_style="mask")
+    out, _ = _stream(guardrails_engine, list("ip 192.168.10.25 ok"), policy)
+    assert out == "ip " + "*" * len("192.168.10.25") + " ok"
+
+
+def test_block_mid_stream_sends_nothing_of_the_value(guardrails_engine):
+    policy = GuardrailPolicy(output_pii_action="block")
+    redactor = guardrails_engine.stream_redactor(policy)
+    sent = []
+    with pytest.raises(OutputBlocked) as error:
+        for char in TEXT:
+            sent.append(redactor.feed(char))
+    assert error.value.entities == ("EMAIL_ADDRESS",) and redactor.blocked
+    assert "jane" not in "".join(sent) and "".join(sent) == "Sure! Write to "
+    with pytest.raises(OutputBlocked):
+        redactor.feed("more")
+
+
+def test_detect_passes_text_through_and_counts(metered):
+    engine, registry = metered
+    out, _ = _stream(engine, list(TEXT), GuardrailPolicy(output_pii_action="detect"))
+    assert out == TEXT
+    labels = {"tenant": "acme", "direction": "output", "entity": "CREDIT_CARD", "action": "detect"}
+    assert registry.get_sample_value("sluicegate_guardrail_findings_total", labels) == 1.0
+
+
+def test_off_is_a_pass_through(guardrails_engine):
+    redactor = guardrails_engine.stream_redactor(GuardrailPolicy())
+    assert redactor.feed("mail a@b.com") == "mail a@b.com" and redactor.finish() == ""
+
+
+def test_private_key_longer_than_the_window_is_swallowed(guardrails_engine):
+    text = f"Here is the key:\n{PRIVATE_KEY}\nKeep it safe, mail ops@example.com."
+    out, _ = _stream(guardrails_engine, list(text))
+    assert out == "Here is the key:\n<PRIVATE_KEY>\nKeep it safe, mail <EMAIL_ADDRESS>."
+
+
+def test_small_window_config_is_honoured():
+    engine = Guardrails(GuardrailsConfig(stream_max_holdback_chars=32, stream_context_chars=0))
+    out, _ = _stream(engine, list(TEXT))
+    assert out == EXPECTED
+
+
+def _long_jwt() -> str:
+    import base64
+    import json
+
+    def part(obj) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+
+    claims = {"sub": "1234567890", "scope": "read write admin " * 6, "iat": 1700000000}
+    return f"{part({'alg': 'HS256', 'typ': 'JWT'})}.{part(claims)}.{'s1GnAtUrE' * 5}"
+
+
+@pytest.mark.parametrize("style, expected_secret", [("placeholder", "<JWT>"), ("mask", None)])
+def test_secret_longer_than_the_window_is_swallowed(guardrails_engine, style, expected_secret):
+    token = _long_jwt()
+    assert len(token) > 2 * guardrails_engine.config.stream_max_holdback_chars
+    text = f"Use Authorization: Bearer {token} then call again."
+    policy = GuardrailPolicy(output_pii_action="redact", redaction_style=style)
+    for size in (1, 5):
+        out, _ = _stream(guardrails_engine, [text[i:i + size] for i in range(0, len(text), size)], policy)
+        secret = expected_secret or "*" * len(token)
+        assert out == f"Use Authorization: Bearer {secret} then call again.", size
+
+
+def test_long_key_by_prefix_is_swallowed_before_it_matches(guardrails_engine):
+    key = "sk-proj-" + "Ab3De6Gh9Jk2Mn5Pq8St1Vw4Yz7" * 6
+    out, _ = _stream(guardrails_engine, list(f"key={key}\nok"))
+    assert out == "key=<API_KEY>\nok"
+
+
+def test_long_plain_run_is_released_in_clear(guardrails_engine):
+    url = "https://docs.example.com/" + "section/" * 30 + "index.html"
+    out, _ = _stream(guardrails_engine, list(f"see {url} for more"))
+    assert out == f"see {url} for more"
