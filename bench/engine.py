@@ -117,9 +117,11 @@ def run_hf_cb(model_dir: str, work: dict, args) -> dict:
         ]
         done = 0
         while done < len(ids):
-            result = manager.get_result(timeout=60)
+            result = manager.get_result(timeout=5)
             if result is None:
-                raise RuntimeError("transformers continuous batching stopped answering")
+                if not manager.is_running():
+                    raise RuntimeError("transformers continuous batching stopped (its thread died)")
+                continue
             if result.is_finished():
                 done += 1
                 produced += len(result.generated_tokens)

@@ -1,0 +1,467 @@
+"""`sluicegate bench gateway [--json]`: what the gateway costs on top of a fast fake upstream on loopback.
+
+Columns, all measured in one run against the same upstream:
+  direct     requests straight to the upstream (the floor)
+  bare       a bare Starlette + aiohttp pass-through (the floor for a Python gateway)
+  sluicegate our gateway with limits on (Redis: a redis-server of the benchmark's own), exact token counting,
+             guardrails off
+  litellm    LiteLLM's proxy with a Redis-backed TPM/RPM limit, installed into its own venv (skipped with a
+             message when it cannot be installed)
+
+Rows: RPS at saturation (closed loop, 64 connections), added latency p50/p99 at a fixed low rate (open loop),
+streaming time-to-first-chunk added, gateway CPU ms per request and RSS. The gateway under test is pinned to
+core 0; the upstream and the load generator share the other cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PROMPT_WORDS = ("the quick brown fox jumps over the lazy dog while a careful engineer measures latency and "
+                "throughput of the gateway under a steady load of small chat requests").split()
+LITELLM_VENV = Path(".sluicegate/bench/litellm-venv")
+API_KEY = "sk-sg-bench-key"
+MASTER_KEY = "sk-litellm-bench"
+
+
+# ---- the fake upstream: raw asyncio HTTP/1.1, as cheap as an upstream can be ------------------------------------
+def _canned(stream: bool, num_chunks: int) -> bytes:
+    usage = {"prompt_tokens": 40, "completion_tokens": num_chunks, "total_tokens": 40 + num_chunks}
+    if not stream:
+        body = json.dumps({"id": "c", "object": "chat.completion", "created": 0, "model": "bench", "usage": usage,
+                           "choices": [{"index": 0, "finish_reason": "stop",
+                                        "message": {"role": "assistant", "content": "ok " * num_chunks}}]}).encode()
+        return (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body)) + body
+    events = []
+    for _ in range(num_chunks):
+        chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "bench",
+                 "choices": [{"index": 0, "delta": {"content": "ok "}, "finish_reason": None}]}
+        events.append(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+    events.append(b"data: " + json.dumps({"id": "c", "object": "chat.completion.chunk", "created": 0,
+                                          "model": "bench", "choices": [], "usage": usage}).encode() + b"\n\n")
+    events.append(b"data: [DONE]\n\n")
+    chunked = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events) + b"0\r\n\r\n"
+    return b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n" + chunked
+
+
+class _UpstreamProtocol(asyncio.Protocol):
+    plain = _canned(False, 8)
+    sse = _canned(True, 8)
+
+    def connection_made(self, transport):
+        self.transport, self.buf = transport, b""
+
+    def data_received(self, data):
+        self.buf += data
+        while True:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = self.buf[:end].lower()
+            length = 0
+            at = head.find(b"content-length:")
+            if at >= 0:
+                length = int(head[at + 15:].split(b"\r\n", 1)[0])
+            if len(self.buf) < end + 4 + length:
+                return
+            body = self.buf[end + 4:end + 4 + length]
+            self.buf = self.buf[end + 4 + length:]
+            if head.startswith(b"get"):
+                payload = b'{"object":"list","data":[{"id":"bench","object":"model"}]}'
+                self.transport.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d"
+                                     b"\r\n\r\n%s" % (len(payload), payload))
+            elif b'"stream": true' in body or b'"stream":true' in body:
+                self.transport.write(self.sse)
+            else:
+                self.transport.write(self.plain)
+
+
+def _serve_upstream(port: int) -> None:
+    import uvloop
+
+    async def run():
+        server = await asyncio.get_running_loop().create_server(_UpstreamProtocol, "127.0.0.1", port, backlog=4096)
+        await server.serve_forever()
+
+    uvloop.run(run())
+
+
+# ---- the bare pass-through: Starlette + one aiohttp session ---------------------------------------------------
+def _serve_bare(port: int, upstream: str) -> None:
+    import aiohttp
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.responses import Response, StreamingResponse
+    from starlette.routing import Route
+
+    session: dict = {}
+
+    async def proxy(request):
+        if "s" not in session:
+            session["s"] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1024))
+        body = await request.body()
+        resp = await session["s"].post(upstream + "/v1/chat/completions", data=body,
+                                       headers={"content-type": "application/json"})
+        if resp.content_type == "text/event-stream":
+            async def relay():
+                async for chunk in resp.content.iter_any():
+                    yield chunk
+                resp.release()
+            return StreamingResponse(relay(), media_type="text/event-stream")
+        data = await resp.read()
+        return Response(data, media_type="application/json")
+
+    app = Starlette(routes=[Route("/v1/chat/completions", proxy, methods=["POST"])])
+    uvicorn.run(app, host="127.0.0.1", port=port, loop="uvloop", log_level="warning", access_log=False)
+
+
+# ---- load generation ----------------------------------------------------------------------------------------
+def _body(i: int, stream: bool) -> bytes:
+    words = [PROMPT_WORDS[(i + j) % len(PROMPT_WORDS)] for j in range(24)]
+    return json.dumps({"model": "bench", "max_tokens": 16, "stream": stream, "messages": [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": f"request {i}: " + " ".join(words)}]}).encode()
+
+
+async def _one(session, url: str, headers: dict, i: int, stream: bool) -> float:
+    """Seconds to the first body byte (streaming) or to the whole response; raises on a non-200."""
+    started = time.perf_counter()
+    async with session.post(url, data=_body(i, stream), headers=headers) as resp:
+        if resp.status != 200:
+            raise RuntimeError(f"HTTP {resp.status}: {(await resp.text())[:200]}")
+        if stream:
+            await resp.content.readany()
+            first = time.perf_counter() - started
+            await resp.read()
+            return first
+        await resp.read()
+        return time.perf_counter() - started
+
+
+async def _saturate(url: str, headers: dict, stream: bool, seconds: float, connections: int) -> tuple[int, int]:
+    import aiohttp
+
+    done, errors = 0, 0
+    stop = time.perf_counter() + seconds
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=connections)) as session:
+        async def worker(w: int):
+            nonlocal done, errors
+            i = w * 1_000_000
+            while time.perf_counter() < stop:
+                i += 1
+                try:
+                    await _one(session, url, headers, i, stream)
+                    done += 1
+                except Exception:  # noqa: BLE001 - counted, reported
+                    errors += 1
+        await asyncio.gather(*(worker(w) for w in range(connections)))
+    return done, errors
+
+
+async def _fixed_rate(url: str, headers: dict, stream: bool, rate: float, count: int) -> list[float]:
+    import aiohttp
+
+    latencies: list[float] = []
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=256)) as session:
+        for i in range(10):  # warm the pool
+            await _one(session, url, headers, i, stream)
+        start = time.perf_counter()
+        tasks = []
+        for i in range(count):
+            delay = start + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.ensure_future(_one(session, url, headers, 10_000 + i, stream)))
+        for task in tasks:
+            try:
+                latencies.append(await task)
+            except Exception:  # noqa: BLE001 - a failed request has no latency
+                pass
+    return latencies
+
+
+# ---- processes ----------------------------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_http(url: str, timeout_s: float, proc: subprocess.Popen | None = None, headers: dict | None = None) -> None:
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{url}: the server exited with {proc.returncode}")
+        try:
+            urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=1).read()
+            return
+        except urllib.error.HTTPError:
+            return  # it answers
+        except Exception:  # noqa: BLE001 - not up yet
+            time.sleep(0.2)
+    raise RuntimeError(f"{url} did not come up in {timeout_s:.0f}s")
+
+
+def _spawn(args: list[str], core: int | None, env: dict | None = None, log: Path | None = None) -> subprocess.Popen:
+    out = open(log, "wb") if log else subprocess.DEVNULL
+    proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    if core is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(proc.pid, {core})
+    return proc
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process and its children (LiteLLM forks workers)."""
+    total = 0.0
+    pids = [pid]
+    try:
+        pids += [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        pass
+    for p in pids:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError):
+            pass
+    return total
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+# ---- the columns --------------------------------------------------------------------------------------------
+def _measure(name: str, url: str, headers: dict, proc: subprocess.Popen | None, args) -> dict:
+    endpoint = url + "/v1/chat/completions"
+    cpu0 = _cpu_s(proc.pid) if proc else 0.0
+    done, errors = asyncio.run(_saturate(endpoint, headers, False, args.seconds, args.connections))
+    cpu1 = _cpu_s(proc.pid) if proc else 0.0
+    sdone, serrors = asyncio.run(_saturate(endpoint, headers, True, args.seconds / 2, args.connections))
+    # "low load": the fixed rate, or half of what this column sustains if that is lower
+    rate = min(args.rate, 0.5 * done / args.seconds) if done else args.rate
+    plain = asyncio.run(_fixed_rate(endpoint, headers, False, rate, args.count))
+    streamed = asyncio.run(_fixed_rate(endpoint, headers, True, rate, args.count))
+    result = {
+        "name": name,
+        "rps": done / args.seconds,
+        "streams_per_s": sdone / (args.seconds / 2),
+        "errors": errors + serrors,
+        "latency_rate": rate,
+        "p50_ms": _pct(plain, 50), "p99_ms": _pct(plain, 99),
+        "ttfc_p50_ms": _pct(streamed, 50), "ttfc_p99_ms": _pct(streamed, 99),
+        "cpu_ms_per_req": (cpu1 - cpu0) * 1000 / done if proc and done else None,
+        "rss_mib": _rss_mib(proc.pid) if proc else None,
+    }
+    print(f"  {name}: {result['rps']:.0f} req/s, p50 {result['p50_ms']:.2f} ms, errors {result['errors']}",
+          file=sys.stderr)
+    return result
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * q / 100))] * 1000
+
+
+def _gateway_config(tmp: Path, upstream: str, redis_url: str, tokenizer: str) -> Path:
+    import yaml
+
+    tenants = tmp / "tenants.yaml"
+    tenants.write_text(yaml.safe_dump({"tenants": [{
+        "id": "bench", "rpm": 10_000_000, "input_tpm": 10**10, "output_tpm": 10**10, "max_concurrent": 100_000,
+        "keys": [{"name": "bench", "key": API_KEY}]}]}))
+    config = tmp / "gateway.yaml"
+    config.write_text(yaml.safe_dump({
+        "tenants_seed": str(tenants),
+        "redis": {"url": redis_url, "key_prefix": "sgbench:", "socket_timeout_s": 0.5},
+        "models": {"bench": {"tokenizer": tokenizer, "replicas": [upstream]}},
+    }))
+    return config
+
+
+def _install_litellm(log: Path) -> Path | None:
+    python = LITELLM_VENV / "bin" / "python"
+    if python.exists() and subprocess.run([str(python), "-c", "import litellm.proxy.proxy_server"],
+                                          capture_output=True).returncode == 0:
+        return python
+    try:
+        subprocess.run([sys.executable, "-m", "venv", str(LITELLM_VENV)], check=True, capture_output=True)
+        with open(log, "wb") as out:
+            subprocess.run([str(python), "-m", "pip", "install", "-q", "litellm[proxy]", "redis"], check=True,
+                           stdout=out, stderr=subprocess.STDOUT, timeout=900)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError):
+        return None
+    return python
+
+
+def _litellm_config(tmp: Path, upstream: str, redis_port: int) -> Path:
+    import yaml
+
+    config = tmp / "litellm.yaml"
+    config.write_text(yaml.safe_dump({
+        "model_list": [{"model_name": "bench", "litellm_params": {
+            "model": "openai/bench", "api_base": upstream + "/v1", "api_key": "none", "rpm": 10_000_000,
+            "tpm": 10**10}}],
+        "router_settings": {"routing_strategy": "usage-based-routing-v2", "redis_host": "127.0.0.1",
+                            "redis_port": redis_port, "enable_pre_call_checks": True},
+        "general_settings": {"master_key": MASTER_KEY},
+        "litellm_settings": {"drop_params": True, "set_verbose": False},
+    }))
+    return config
+
+
+def _table(results: list[dict]) -> str:
+    rows = [("RPS at saturation", "rps", "{:.0f}"), ("streams/s at saturation", "streams_per_s", "{:.0f}"),
+            ("latency p50 ms", "p50_ms", "{:.2f}"), ("latency p99 ms", "p99_ms", "{:.2f}"),
+            ("added p50 ms", "added_p50_ms", "{:+.2f}"), ("added p99 ms", "added_p99_ms", "{:+.2f}"),
+            ("stream first chunk p50 ms", "ttfc_p50_ms", "{:.2f}"), ("first chunk added p50 ms", "added_ttfc_ms",
+                                                                        "{:+.2f}"),
+            ("latency phase rate req/s", "latency_rate", "{:.0f}"),
+            ("gateway CPU ms / request", "cpu_ms_per_req", "{:.3f}"), ("gateway RSS MiB", "rss_mib", "{:.0f}"),
+            ("errors", "errors", "{:d}")]
+    width = 28
+    lines = ["".ljust(width) + "".join(r["name"].rjust(13) for r in results)]
+    for label, key, fmt in rows:
+        cells = []
+        for r in results:
+            value = r.get(key)
+            cells.append(("-" if value is None else fmt.format(value)).rjust(13))
+        lines.append(label.ljust(width) + "".join(cells))
+    return "\n".join(lines)
+
+
+def run(args) -> dict:
+    from engine.tiny_model import make_tiny_model  # builds the tokenizer folder offline; the gateway is torch-free
+
+    tmp = Path(tempfile.mkdtemp(prefix="sg-bench-gateway-"))
+    procs: list[subprocess.Popen] = []
+    results: list[dict] = []
+    notes: list[str] = []
+    own_cores = os.sched_getaffinity(0)
+    try:
+        tokenizer = args.tokenizer or str(make_tiny_model(tmp / "tiny"))
+        up_port, bare_port, gw_port, redis_port = (_free_port() for _ in range(4))
+        upstream = f"http://127.0.0.1:{up_port}"
+        load_cores = sorted(os.sched_getaffinity(0) - {0}) or [0]
+        procs.append(_spawn([sys.executable, "-m", "bench.gateway", "--serve-upstream", str(up_port)], load_cores[0]))
+        if shutil.which("redis-server") is None:
+            raise RuntimeError("redis-server is not installed; the benchmark runs its own")
+        procs.append(_spawn(["redis-server", "--port", str(redis_port), "--save", "", "--appendonly", "no"],
+                            load_cores[0]))
+        os.sched_setaffinity(0, set(load_cores))
+        _wait_http(upstream + "/v1/models", 20)
+        results.append(_measure("direct", upstream, {}, None, args))
+
+        bare = _spawn([sys.executable, "-m", "bench.gateway", "--serve-bare", str(bare_port), upstream], 0)
+        procs.append(bare)
+        _wait_http(f"http://127.0.0.1:{bare_port}/v1/chat/completions", 30, bare)
+        results.append(_measure("bare", f"http://127.0.0.1:{bare_port}", {}, bare, args))
+        _stop(bare)
+
+        config = _gateway_config(tmp, upstream, f"redis://127.0.0.1:{redis_port}/0", tokenizer)
+        gw = _spawn([sys.executable, "-m", "sluicegate.cli", "gateway", "--config", str(config), "--port",
+                     str(gw_port)], 0, log=tmp / "gateway.log")
+        procs.append(gw)
+        auth = {"authorization": f"Bearer {API_KEY}"}
+        _wait_http(f"http://127.0.0.1:{gw_port}/v1/models", 60, gw, auth)
+        results.append(_measure("sluicegate", f"http://127.0.0.1:{gw_port}", auth, gw, args))
+        _stop(gw)
+
+        if args.skip_litellm:
+            notes.append("litellm: skipped (--skip-litellm)")
+        else:
+            python = _install_litellm(tmp / "litellm-install.log")
+            if python is None:
+                notes.append(f"litellm: could not be installed into {LITELLM_VENV} (see {tmp}/litellm-install.log)")
+            else:
+                ll_port = _free_port()
+                ll = _spawn([str(python), "-m", "litellm.proxy.proxy_cli", "--config",
+                             str(_litellm_config(tmp, upstream, redis_port)), "--port", str(ll_port),
+                             "--num_workers", "1"], 0, log=tmp / "litellm.log")
+                procs.append(ll)
+                ll_auth = {"authorization": f"Bearer {MASTER_KEY}"}
+                try:
+                    _wait_http(f"http://127.0.0.1:{ll_port}/health/liveliness", 180, ll)
+                    results.append(_measure("litellm", f"http://127.0.0.1:{ll_port}", ll_auth, ll, args))
+                except RuntimeError as exc:
+                    notes.append(f"litellm: did not run ({exc}); log in {tmp}/litellm.log")
+                _stop(ll)
+    finally:
+        for proc in procs:
+            _stop(proc)
+        os.sched_setaffinity(0, own_cores)
+    floor = results[0]
+    for r in results:
+        r["added_p50_ms"] = r["p50_ms"] - floor["p50_ms"]
+        r["added_p99_ms"] = r["p99_ms"] - floor["p99_ms"]
+        r["added_ttfc_ms"] = r["ttfc_p50_ms"] - floor["ttfc_p50_ms"]
+    by_name = {r["name"]: r for r in results}
+    if "litellm" in by_name and "sluicegate" in by_name:
+        by_name["sluicegate"]["rps_vs_litellm"] = by_name["sluicegate"]["rps"] / max(by_name["litellm"]["rps"], 1e-9)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return {"bench": "gateway", "seconds": args.seconds, "connections": args.connections, "rate": args.rate,
+            "results": results, "notes": notes}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="sluicegate bench gateway", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    parser.add_argument("--seconds", type=float, default=5.0, help="saturation phase length")
+    parser.add_argument("--connections", type=int, default=64, help="closed-loop connections at saturation")
+    parser.add_argument("--rate", type=float, default=100.0, help="requests/s of the fixed-rate latency phase")
+    parser.add_argument("--count", type=int, default=500, help="requests of the fixed-rate latency phase")
+    parser.add_argument("--skip-litellm", action="store_true")
+    parser.add_argument("--tokenizer", help="tokenizer folder to count with (default: a tiny model made offline)")
+    parser.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--serve-bare", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve_upstream:
+        _serve_upstream(args.serve_upstream)
+        return 0
+    if args.serve_bare:
+        _serve_bare(int(args.serve_bare[0]), args.serve_bare[1])
+        return 0
+    report = run(args)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(_table(report["results"]))
+        if "rps_vs_litellm" in report["results"][2 if len(report["results"]) > 2 else -1]:
+            print(f"sluicegate / litellm RPS: {report['results'][2]['rps_vs_litellm']:.1f}x")
+        for note in report["notes"]:
+            print(note)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,218 @@
+"""The admin API (`/admin/v1`, its own bearer token): tenants, keys, limits, usage. Every change is written to
+the store at once; gateways see it on their next request (auth.py explains how).
+
+    GET    /tenants                                   list
+    POST   /tenants                                   create {id, limits...}            -> 201, 409 if it exists
+    GET    /tenants/{tenant}                          read
+    PATCH  /tenants/{tenant}                          update limits / policy / models
+    DELETE /tenants/{tenant}                          delete with its keys, buckets and usage
+    POST   /tenants/{tenant}/keys                     issue {name, expires_at | ttl_s, rpm...} -> the key, shown once
+    GET    /tenants/{tenant}/keys                     list (never the key itself)
+    PATCH  /tenants/{tenant}/keys/{key_id}            update name / expiry / per-key limits
+    POST   /tenants/{tenant}/keys/{key_id}/revoke
+    POST   /tenants/{tenant}/keys/{key_id}/rotate     issue a replacement {grace_s}; the old key ends after grace_s
+    GET    /tenants/{tenant}/usage?days=7             per day: totals, per model, per key
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import time
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from gateway.errors import ApiError, invalid_request, unavailable
+from gateway.store.base import StoreUnavailable
+from gateway.store.clock import periods
+from gateway.tenants import (
+    ApiKey,
+    Tenant,
+    apply_key_fields,
+    apply_tenant_fields,
+    digest_key,
+    key_id_of,
+    new_api_key,
+    validate_tenant_id,
+)
+
+MAX_USAGE_DAYS = 400
+
+
+def _error(error: ApiError) -> Response:
+    return Response(error.body(), error.status, headers=error.headers, media_type="application/json")
+
+
+def admin_routes(gw) -> list[Route]:
+    def endpoint(handler):
+        async def run(request: Request) -> Response:
+            token = gw.config.admin_token
+            given = request.headers.get("authorization", "")
+            if not token:
+                return _error(ApiError(404, "The admin API is disabled (no admin token configured).", code="disabled"))
+            if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+                return _error(ApiError(401, "Invalid admin token.", code="invalid_admin_token"))
+            try:
+                return await handler(request, gw.store)
+            except ApiError as error:
+                return _error(error)
+            except StoreUnavailable:
+                return _error(unavailable("The store (Redis) is unreachable; admin changes need it."))
+
+        return run
+
+    return [
+        Route("/tenants", endpoint(list_tenants), methods=["GET"]),
+        Route("/tenants", endpoint(create_tenant), methods=["POST"]),
+        Route("/tenants/{tenant}", endpoint(get_tenant), methods=["GET"]),
+        Route("/tenants/{tenant}", endpoint(update_tenant), methods=["PATCH"]),
+        Route("/tenants/{tenant}", endpoint(delete_tenant), methods=["DELETE"]),
+        Route("/tenants/{tenant}/keys", endpoint(create_key), methods=["POST"]),
+        Route("/tenants/{tenant}/keys", endpoint(list_keys), methods=["GET"]),
+        Route("/tenants/{tenant}/keys/{key_id}", endpoint(update_key), methods=["PATCH"]),
+        Route("/tenants/{tenant}/keys/{key_id}/revoke", endpoint(revoke_key), methods=["POST"]),
+        Route("/tenants/{tenant}/keys/{key_id}/rotate", endpoint(rotate_key), methods=["POST"]),
+        Route("/tenants/{tenant}/usage", endpoint(usage), methods=["GET"]),
+    ]
+
+
+async def _json(request: Request) -> dict:
+    raw = await request.body()
+    if not raw:
+        return {}
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise invalid_request(f"The request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise invalid_request("The request body must be a JSON object.")
+    return body
+
+
+async def _tenant(request: Request, store) -> Tenant:
+    tenant_id = request.path_params["tenant"]
+    tenant = await store.get_tenant(tenant_id)
+    if tenant is None:
+        raise ApiError(404, f"No tenant {tenant_id!r}.", code="tenant_not_found", param="tenant")
+    return tenant
+
+
+async def _key(request: Request, store) -> ApiKey:
+    tenant = await _tenant(request, store)
+    key_id = request.path_params["key_id"]
+    for key in await store.list_keys(tenant.id):
+        if key.key_id == key_id:
+            return key
+    raise ApiError(404, f"No key {key_id!r} for tenant {tenant.id!r}.", code="key_not_found", param="key_id")
+
+
+async def list_tenants(request: Request, store) -> Response:
+    return JSONResponse({"data": [t.to_public() for t in await store.list_tenants()]})
+
+
+async def create_tenant(request: Request, store) -> Response:
+    body = await _json(request)
+    tenant_id = validate_tenant_id(body.pop("id", None))
+    if await store.get_tenant(tenant_id) is not None:
+        raise ApiError(409, f"Tenant {tenant_id!r} already exists; PATCH it instead.", code="tenant_exists")
+    tenant = await store.put_tenant(apply_tenant_fields(Tenant(id=tenant_id), body))
+    return JSONResponse(tenant.to_public(), status_code=201)
+
+
+async def get_tenant(request: Request, store) -> Response:
+    return JSONResponse((await _tenant(request, store)).to_public())
+
+
+async def update_tenant(request: Request, store) -> Response:
+    tenant = apply_tenant_fields(await _tenant(request, store), await _json(request))
+    return JSONResponse((await store.put_tenant(tenant)).to_public())
+
+
+async def delete_tenant(request: Request, store) -> Response:
+    tenant = await _tenant(request, store)
+    await store.delete_tenant(tenant.id)
+    return JSONResponse({"id": tenant.id, "deleted": True})
+
+
+def _expiry(body: dict) -> dict:
+    ttl_s = body.pop("ttl_s", None)
+    if ttl_s is not None:
+        if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or ttl_s <= 0:
+            raise invalid_request(f"ttl_s must be a positive number of seconds, got {ttl_s!r}", param="ttl_s")
+        body["expires_at"] = time.time() + ttl_s
+    return body
+
+
+async def _issue(store, tenant_id: str, fields: dict) -> Response:
+    secret = new_api_key()
+    digest = digest_key(secret)
+    key = apply_key_fields(ApiKey(key_id_of(digest), tenant_id, digest, created_at=time.time()), fields)
+    await store.put_key(key)
+    return JSONResponse({**key.to_public(), "key": secret}, status_code=201)
+
+
+async def create_key(request: Request, store) -> Response:
+    tenant = await _tenant(request, store)
+    return await _issue(store, tenant.id, _expiry(await _json(request)))
+
+
+async def list_keys(request: Request, store) -> Response:
+    tenant = await _tenant(request, store)
+    return JSONResponse({"data": [k.to_public() for k in await store.list_keys(tenant.id)]})
+
+
+async def update_key(request: Request, store) -> Response:
+    key = apply_key_fields(await _key(request, store), _expiry(await _json(request)))
+    await store.put_key(key)
+    return JSONResponse(key.to_public())
+
+
+async def revoke_key(request: Request, store) -> Response:
+    key = await _key(request, store)
+    key.revoked = True
+    await store.put_key(key)
+    return JSONResponse(key.to_public())
+
+
+async def rotate_key(request: Request, store) -> Response:
+    old = await _key(request, store)
+    body = await _json(request)
+    grace_s = body.get("grace_s", 0)
+    if isinstance(grace_s, bool) or not isinstance(grace_s, (int, float)) or grace_s < 0:
+        raise invalid_request(f"grace_s must be a non-negative number, got {grace_s!r}", param="grace_s")
+    if grace_s:
+        old.expires_at = min(old.expires_at or float("inf"), time.time() + grace_s)
+    else:
+        old.revoked = True
+    await store.put_key(old)
+    fields = {"name": old.name, "rpm": old.rpm, "input_tpm": old.input_tpm, "output_tpm": old.output_tpm}
+    response = await _issue(store, old.tenant_id, fields)
+    return response
+
+
+async def usage(request: Request, store) -> Response:
+    tenant = await _tenant(request, store)
+    try:
+        num_days = int(request.query_params.get("days", "7"))
+    except ValueError:
+        num_days = -1
+    if not 1 <= num_days <= MAX_USAGE_DAYS:
+        raise invalid_request(f"days must be an integer between 1 and {MAX_USAGE_DAYS}", param="days")
+    now_ms = int(time.time() * 1000)
+    days = [periods(now_ms - i * 86_400_000)[0] for i in range(num_days)]
+    raw = await store.usage(tenant.id, days)
+    return JSONResponse({"tenant": tenant.id, "days": [_usage_day(day, raw[day]) for day in days if day in raw]})
+
+
+def _usage_day(day: str, fields: dict[str, int]) -> dict:
+    out = {"day": day, "requests": 0, "input_tokens": 0, "output_tokens": 0, "by_model": {}, "by_key": {}}
+    for name, value in fields.items():
+        scope, _, rest = name.partition(":")
+        if scope in ("model", "key"):
+            owner, _, metric = rest.rpartition(":")
+            out["by_" + scope].setdefault(owner, {})[metric] = value
+        else:
+            out[name] = value
+    return out

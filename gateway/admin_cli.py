@@ -1,0 +1,132 @@
+"""`sluicegate admin ...`: the admin API from a shell. URL and token from --url/--token or SLUICEGATE_ADMIN_URL and
+SLUICEGATE_ADMIN_TOKEN. Prints the API's JSON; exits 1 with the API's error message when it refuses.
+
+    sluicegate admin tenants list
+    sluicegate admin tenants create acme --set rpm=600 --set input_tpm=200000 --set models=tiny,small
+    sluicegate admin tenants get acme | update acme --set rpm=1200 | delete acme
+    sluicegate admin keys create acme [--name dev] [--ttl-s 86400] [--set rpm=60]
+    sluicegate admin keys list acme | revoke acme k_1234abcd5678 | rotate acme k_1234abcd5678 [--grace-s 300]
+    sluicegate admin usage acme [--days 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import httpx
+
+LIST_FIELDS = {"models"}
+BOOL_FIELDS = {"isolate_cache"}
+STRING_FIELDS = {"guardrails", "name"}
+
+
+def _fields(pairs: list[str]) -> dict:
+    out = {}
+    for pair in pairs or []:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--set wants NAME=VALUE, got {pair!r}")
+        if name in LIST_FIELDS:
+            out[name] = [v for v in value.split(",") if v]
+        elif name in BOOL_FIELDS:
+            out[name] = value.lower() in ("1", "true", "yes", "on")
+        elif name in STRING_FIELDS:
+            out[name] = value
+        else:
+            try:
+                out[name] = int(value)
+            except ValueError:
+                out[name] = float(value) if value.replace(".", "", 1).isdigit() else value
+    return out
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sluicegate admin", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--url", default=os.environ.get("SLUICEGATE_ADMIN_URL", "http://127.0.0.1:8000"))
+    parser.add_argument("--token", default=os.environ.get("SLUICEGATE_ADMIN_TOKEN"))
+    groups = parser.add_subparsers(dest="group", required=True)
+
+    tenants = groups.add_parser("tenants").add_subparsers(dest="action", required=True)
+    tenants.add_parser("list")
+    for action in ("create", "update"):
+        p = tenants.add_parser(action)
+        p.add_argument("tenant")
+        p.add_argument("--set", action="append", metavar="FIELD=VALUE", default=[])
+    for action in ("get", "delete"):
+        tenants.add_parser(action).add_argument("tenant")
+
+    keys = groups.add_parser("keys").add_subparsers(dest="action", required=True)
+    create = keys.add_parser("create")
+    create.add_argument("tenant")
+    create.add_argument("--name", default="")
+    create.add_argument("--ttl-s", type=float)
+    create.add_argument("--set", action="append", metavar="FIELD=VALUE", default=[])
+    keys.add_parser("list").add_argument("tenant")
+    for action in ("revoke", "rotate"):
+        p = keys.add_parser(action)
+        p.add_argument("tenant")
+        p.add_argument("key_id")
+        if action == "rotate":
+            p.add_argument("--grace-s", type=float, default=0)
+
+    usage = groups.add_parser("usage")
+    usage.add_argument("tenant")
+    usage.add_argument("--days", type=int, default=7)
+    return parser
+
+
+def _request(args) -> tuple[str, str, dict | None]:
+    if args.group == "tenants":
+        path = "/tenants" if args.action in ("list", "create") else f"/tenants/{args.tenant}"
+        if args.action == "list":
+            return "GET", path, None
+        if args.action == "create":
+            return "POST", path, {"id": args.tenant, **_fields(args.set)}
+        if args.action == "update":
+            return "PATCH", path, _fields(args.set)
+        return ("GET" if args.action == "get" else "DELETE"), path, None
+    if args.group == "keys":
+        path = f"/tenants/{args.tenant}/keys"
+        if args.action == "create":
+            body = {"name": args.name, **_fields(args.set)}
+            if args.ttl_s:
+                body["ttl_s"] = args.ttl_s
+            return "POST", path, body
+        if args.action == "list":
+            return "GET", path, None
+        if args.action == "revoke":
+            return "POST", f"{path}/{args.key_id}/revoke", None
+        return "POST", f"{path}/{args.key_id}/rotate", {"grace_s": args.grace_s}
+    return "GET", f"/tenants/{args.tenant}/usage?days={args.days}", None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if not args.token:
+        print("sluicegate admin: no admin token (--token or SLUICEGATE_ADMIN_TOKEN)", file=sys.stderr)
+        return 2
+    method, path, body = _request(args)
+    try:
+        response = httpx.request(method, args.url.rstrip("/") + "/admin/v1" + path, json=body, timeout=30,
+                                 headers={"authorization": f"Bearer {args.token}"})
+    except httpx.HTTPError as exc:
+        print(f"sluicegate admin: cannot reach {args.url}: {exc}", file=sys.stderr)
+        return 1
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = {"error": {"message": response.text}}
+    if response.status_code >= 400:
+        print(f"sluicegate admin: HTTP {response.status_code}: {payload.get('error', {}).get('message')}",
+              file=sys.stderr)
+        return 1
+    print(json.dumps(payload, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""Steps 1-5 of the request path (DESIGN.md): auth, cheap pre-check, input guardrails, tokenize, admission.
+
+Everything before the admission script is in-process; the script is the request's one Redis round trip before
+routing. A tenant whose request bucket was found empty is refused locally until it refills (the "cheap
+pre-check", per key), so an over-limit key costs neither tokenization nor Redis.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from gateway.asgi import header, read_body
+from gateway.config import ModelConfig
+from gateway.errors import ApiError, model_not_allowed, retry_after, unknown_model
+from gateway.parse import CHAT, ParsedRequest, parse_chat, parse_completion, parse_json
+from gateway.prompts import Prompt, measure
+from gateway.ratelimit_headers import ratelimit_headers
+from gateway.rejections import rejection
+from gateway.spans import stage
+from gateway.store import base
+from gateway.store.base import Admission, AdmitRequest
+from gateway.tenants import ApiKey, Tenant
+
+
+@dataclass
+class Admitted:
+    """A request that holds a reservation: it must be settled exactly once."""
+
+    parsed: ParsedRequest
+    raw_body: bytes
+    model: ModelConfig
+    prompt: Prompt
+    key: ApiKey
+    tenant: Tenant
+    admission: Admission
+    request_id: str
+    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    settled: bool = False
+
+
+async def admit(gw, kind: str, scope, receive) -> Admitted:
+    with stage("auth"):
+        key, tenant = await gw.auth.authenticate(header(scope, b"authorization"))
+    raw = await read_body(receive)
+    parsed = (parse_chat if kind == CHAT else parse_completion)(parse_json(raw))
+    model = gw.config.models.get(parsed.model)
+    if model is None:
+        raise unknown_model(parsed.model)
+    if not tenant.allows(parsed.model):  # the cached copy may predate an admin change: ask the store to be sure
+        tenant = await gw.auth.refresh_tenant(tenant.id)
+        if not tenant.allows(parsed.model):
+            raise model_not_allowed(parsed.model)
+    _precheck(gw, key, tenant)
+    with stage("guardrails.input"):
+        parsed.body = await gw.hooks.check_input(tenant, kind, parsed.body)
+    started = time.perf_counter()
+    with stage("tokenize"):
+        prompt = await measure(parsed, model, gw.tokenizers.get(model.name))
+    gw.metrics.child(gw.metrics.tokenize_seconds, model.name).observe(time.perf_counter() - started)
+
+    request_id = gw.next_request_id()
+    request = AdmitRequest(tenant.id, key.digest, parsed.model, prompt.prompt_tokens, parsed.max_tokens,
+                           parsed.completions, request_id, gw.config.request_lease_s)
+    with stage("admission"):
+        admission = await gw.store.admit(request, tenant, key)
+    if admission.reason != base.UNAUTHORIZED and admission.tenant_gen != tenant.gen:
+        tenant = await gw.auth.refresh_tenant(tenant.id)
+    headers = ratelimit_headers(admission.buckets)
+    if not admission.ok:
+        _refused(gw, key, tenant, admission)
+        error = rejection(admission, parsed.model, prompt.prompt_tokens)
+        error.headers.update((k.decode(), v.decode()) for k, v in headers)
+        raise error
+    headers.append((b"x-request-id", request_id.encode()))
+    return Admitted(parsed, raw, model, prompt, key, tenant, admission, request_id, headers)
+
+
+def _precheck(gw, key: ApiKey, tenant: Tenant) -> None:
+    until = gw.denied_until.get(key.digest)
+    if until is None:
+        return
+    wait_s = until - time.monotonic()
+    if wait_s <= 0:
+        del gw.denied_until[key.digest]
+        return
+    gw.metrics.child(gw.metrics.rejections, tenant.id, base.REQUESTS).inc()
+    raise ApiError(429, f"Rate limit reached for requests per minute (rpm). Please try again in {wait_s:.3g}s.",
+                   "requests", "rate_limit_exceeded", headers=retry_after(wait_s))
+
+
+def _refused(gw, key: ApiKey, tenant: Tenant, admission: Admission) -> None:
+    gw.metrics.child(gw.metrics.rejections, tenant.id, admission.reason).inc()
+    if admission.reason == base.UNAUTHORIZED:
+        gw.auth.forget_key(key.digest)
+    elif admission.reason == base.REQUESTS and not admission.fallback:  # Redis may be back any moment
+        gw.denied_until[key.digest] = time.monotonic() + admission.retry_after_s

@@ -1,0 +1,110 @@
+"""The gateway's ASGI app: the OpenAI endpoints (plain ASGI, the hot path), /v1/models, /health, /metrics and the
+admin API, with every error, unknown paths included, in OpenAI's format."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+
+from gateway.admin_api import admin_routes
+from gateway.asgi import send_error
+from gateway.config import GatewayConfig
+from gateway.errors import ApiError
+from gateway.hooks import RequestHooks
+from gateway.parse import CHAT, COMPLETIONS
+from gateway.proxy import CompletionsEndpoint
+from gateway.routing.base import Router
+from gateway.runtime import Gateway
+from sluicegate.tracing import GATEWAY_REQUEST, TracingMiddleware
+
+log = logging.getLogger(__name__)
+
+
+def _error(error: ApiError) -> Response:
+    return Response(error.body(), error.status, headers=error.headers, media_type="application/json")
+
+
+class _FastPaths:
+    """The two completion endpoints straight from the server, past Starlette's middleware and router (~50 us a
+    request); everything else, lifespan included, goes to the Starlette app."""
+
+    def __init__(self, app: Starlette, endpoints: dict):
+        self.app = app
+        self.state = app.state
+        self._endpoints = endpoints
+
+    async def __call__(self, scope, receive, send) -> None:
+        endpoint = self._endpoints.get(scope["path"]) if scope["type"] == "http" else None
+        if endpoint is None:
+            await self.app(scope, receive, send)
+            return
+        try:
+            await endpoint(scope, receive, send)
+        except Exception:  # the endpoints answer every expected error themselves; this is the last resort
+            log.exception("unhandled error on %s", scope["path"])
+            try:
+                await send_error(send, ApiError(500, "The gateway failed unexpectedly.", "server_error"))
+            except Exception:  # noqa: BLE001 - the response had already started; nothing more to tell the client
+                pass
+
+
+def build_app(config: GatewayConfig, hooks: RequestHooks | None = None,
+              router: Router | None = None) -> TracingMiddleware:
+    gw = Gateway(config, hooks, router)
+
+    async def models(request: Request) -> Response:
+        try:
+            key, _ = await gw.auth.authenticate(request.headers.get("authorization", "").encode("latin-1"))
+            tenant = await gw.auth.refresh_tenant(key.tenant_id)  # not the hot path: always the current list
+        except ApiError as error:
+            return _error(error)
+        names = [m for m in gw.router.models() if tenant.allows(m)]
+        return JSONResponse({"object": "list", "data": [
+            {"id": m, "object": "model", "created": 0, "owned_by": "sluicegate"} for m in names]})
+
+    async def health(request: Request) -> Response:
+        redis_up = getattr(gw.store, "redis_up", True)
+        return JSONResponse({"status": "ok", "redis": "up" if redis_up else "down"})
+
+    async def metrics(request: Request) -> Response:
+        return Response(gw.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
+        return _error(ApiError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", code=code))
+
+    async def server_error(request: Request, exc: Exception) -> Response:
+        log.exception("unhandled error on %s", request.url.path)
+        return _error(ApiError(500, "The gateway failed unexpectedly; the request was not charged.", "server_error"))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        await gw.start()
+        try:
+            yield
+        finally:
+            await gw.close()
+
+    completions = {"/v1/chat/completions": CompletionsEndpoint(gw, CHAT),
+                   "/v1/completions": CompletionsEndpoint(gw, COMPLETIONS)}
+    app = Starlette(
+        routes=[
+            *(Route(path, endpoint) for path, endpoint in completions.items()),
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/health", health, methods=["GET"]),
+            Route("/metrics", metrics, methods=["GET"]),
+            Mount("/admin/v1", routes=admin_routes(gw)),
+        ],
+        exception_handlers={HTTPException: http_error, Exception: server_error},
+        lifespan=lifespan,
+    )
+    app.state.gateway = gw
+    traced = TracingMiddleware(_FastPaths(app, completions), "gateway", GATEWAY_REQUEST)
+    traced.state = app.state
+    return traced

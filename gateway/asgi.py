@@ -1,0 +1,45 @@
+"""Plain-ASGI helpers for the hot path (no Request/Response objects per request)."""
+
+from __future__ import annotations
+
+from gateway.errors import ApiError
+
+JSON = (b"content-type", b"application/json")
+MAX_BODY_BYTES = 32 << 20
+
+
+async def read_body(receive, max_bytes: int = MAX_BODY_BYTES) -> bytes:
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > max_bytes:
+            raise ApiError(413, f"Request body exceeds {max_bytes} bytes.", "invalid_request_error", "body_too_large")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+class ClientGone(Exception):
+    """The client disconnected before its request was read."""
+
+
+async def send_bytes(send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_error(send, error: ApiError, headers: list[tuple[bytes, bytes]] = ()) -> None:
+    extra = [(k.encode(), v.encode()) for k, v in error.headers.items()]
+    await send_bytes(send, error.status, error.body(), [JSON, *headers, *extra])
+
+
+def header(scope, name: bytes) -> bytes | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return value
+    return None

@@ -1,0 +1,62 @@
+"""API key -> (key record, tenant), cached in-process.
+
+Freshness without a round trip of its own: the admission script re-checks the key (revoked, expired, deleted),
+the model and every limit from Redis, and returns the tenant's generation counter; when that differs from the
+cached tenant's, the request path calls `refresh_tenant` before going on. So an admin change takes effect on the
+next request on every gateway instance, and an unchanged tenant costs no extra Redis call.
+"""
+
+from __future__ import annotations
+
+import time
+
+from gateway.errors import unauthorized, unavailable
+from gateway.store.base import StoreUnavailable
+from gateway.tenants import ApiKey, Tenant, digest_key
+
+MAX_CACHED_KEYS = 100_000
+
+
+class AuthCache:
+    def __init__(self, store):
+        self._store = store
+        self._keys: dict[str, ApiKey] = {}  # digest -> key record
+        self._tenants: dict[str, Tenant] = {}
+
+    async def authenticate(self, authorization: bytes | None) -> tuple[ApiKey, Tenant]:
+        if not authorization or not authorization[:7].lower() == b"bearer ":
+            raise unauthorized("Missing bearer API key (Authorization: Bearer <key>).")
+        digest = digest_key(authorization[7:].strip().decode("latin-1"))
+        key = self._keys.get(digest)
+        if key is None:
+            key = await self._fetch(self._store.get_key, digest)
+            if key is None:
+                raise unauthorized()
+            if len(self._keys) >= MAX_CACHED_KEYS:
+                self._keys.clear()
+            self._keys[digest] = key
+        # Known-dead keys are refused without a store call; the admission script is the authority for the rest.
+        if key.revoked or (key.expires_at and key.expires_at <= time.time()):
+            raise unauthorized("This API key has been revoked or has expired.")
+        tenant = self._tenants.get(key.tenant_id)
+        if tenant is None:
+            tenant = await self.refresh_tenant(key.tenant_id)
+        return key, tenant
+
+    async def refresh_tenant(self, tenant_id: str) -> Tenant:
+        tenant = await self._fetch(self._store.get_tenant, tenant_id)
+        if tenant is None:
+            self._tenants.pop(tenant_id, None)
+            raise unauthorized("This API key's tenant no longer exists.")
+        self._tenants[tenant_id] = tenant
+        return tenant
+
+    def forget_key(self, digest: str) -> None:
+        """The store refused the key (revoked, expired, deleted): look it up again next time."""
+        self._keys.pop(digest, None)
+
+    async def _fetch(self, fn, arg):
+        try:
+            return await fn(arg)
+        except StoreUnavailable:
+            raise unavailable("The key store is unreachable; retry shortly.") from None

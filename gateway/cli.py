@@ -1,0 +1,53 @@
+"""`sluicegate gateway --config config/gateway.yaml [--host H] [--port P] [--workers N]`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from gateway.config import ConfigError, load_config
+
+
+def _app_factory():
+    """uvicorn --workers needs an import string: each worker rebuilds the app from the same config file."""
+    from gateway.app import build_app
+
+    return build_app(load_config(os.environ["SLUICEGATE_GATEWAY_CONFIG"]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="sluicegate gateway", description="Run the Sluicegate gateway.")
+    parser.add_argument("--config", default="config/gateway.yaml", help="gateway YAML (default: %(default)s)")
+    parser.add_argument("--host", help="override the config's host")
+    parser.add_argument("--port", type=int, help="override the config's port")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes (one event loop each)")
+    parser.add_argument("--log-level", default="warning")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"sluicegate gateway: {exc}", file=sys.stderr)
+        return 2
+    host, port = args.host or config.host, args.port or config.port
+
+    import uvicorn
+
+    common = dict(host=host, port=port, loop="uvloop", http="auto", log_level=args.log_level,
+                  access_log=False, timeout_graceful_shutdown=10)
+    if args.workers > 1:
+        os.environ["SLUICEGATE_GATEWAY_CONFIG"] = args.config
+        uvicorn.run("gateway.cli:_app_factory", factory=True, workers=args.workers, **common)
+        return 0
+    from gateway.app import build_app
+
+    try:
+        app = build_app(config)
+    except ValueError as exc:
+        print(f"sluicegate gateway: {exc}", file=sys.stderr)
+        return 2
+    uvicorn.run(app, **common)
+    return 0
+

@@ -1,0 +1,77 @@
+"""Errors at the HTTP edge, always in OpenAI's error format (DESIGN.md, "Errors at the HTTP edge").
+
+    ApiError                      any error a client sees: status, message, type, code, param, extra headers
+      made by the helpers below:  invalid_request (400), unauthorized (401), model_not_allowed (403),
+                                  unknown_model (404), context_length_exceeded (400), unavailable (503),
+                                  upstream_failed (502), upstream_timeout (504)
+      429s (rate_limit_exceeded, insufficient_quota) come from rejections.py
+"""
+
+from __future__ import annotations
+
+import json
+
+
+class ApiError(Exception):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        type_: str = "invalid_request_error",
+        code: str | None = None,
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+    ):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type_
+        self.code = code
+        self.param = param
+        self.headers = headers or {}
+
+    def body(self) -> bytes:
+        error = {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
+        return json.dumps({"error": error}).encode()
+
+
+def invalid_request(message: str, param: str | None = None, code: str | None = None) -> ApiError:
+    return ApiError(400, message, "invalid_request_error", code, param)
+
+
+def unauthorized(message: str = "Incorrect API key provided.") -> ApiError:
+    return ApiError(401, message, "invalid_request_error", "invalid_api_key")
+
+
+def model_not_allowed(model: str) -> ApiError:
+    return ApiError(403, f"This API key may not use model {model!r}.", "invalid_request_error", "model_not_allowed",
+                    "model")
+
+
+def unknown_model(model: str) -> ApiError:
+    return ApiError(404, f"The model {model!r} does not exist.", "invalid_request_error", "model_not_found", "model")
+
+
+def context_length_exceeded(prompt_tokens: int, max_tokens: int, max_model_len: int, param: str) -> ApiError:
+    message = (
+        f"This model's maximum context length is {max_model_len} tokens. However, you requested "
+        f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the prompt, {max_tokens} for the completion)."
+    )
+    return ApiError(400, message, "invalid_request_error", "context_length_exceeded", param)
+
+
+def unavailable(message: str, retry_after_s: float = 1.0) -> ApiError:
+    return ApiError(503, message, "service_unavailable", "service_unavailable", headers=retry_after(retry_after_s))
+
+
+def upstream_failed(message: str) -> ApiError:
+    return ApiError(502, message, "upstream_error", "upstream_error")
+
+
+def upstream_timeout(message: str) -> ApiError:
+    return ApiError(504, message, "upstream_error", "upstream_timeout")
+
+
+def retry_after(retry_after_s: float) -> dict[str, str]:
+    # Retry-After is whole seconds; round up so a client that obeys it is admitted.
+    return {"retry-after": str(max(1, int(-(-retry_after_s // 1))))}

@@ -1,0 +1,43 @@
+"""Where guardrails plug into the request path (guardrails/ provides the real ones; the gateway never imports it).
+
+- `check_input` runs after auth and the cheap pre-check, before tokenization and admission: it may return a
+  modified body (redaction) or raise ApiError (block).
+- `check_output` sees a non-streamed response body (bytes in, bytes out).
+- `output_transformer` returns, per request, an object that rewrites the streamed SSE bytes (redaction with a
+  bounded hold-back) or None to pass the stream through untouched.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from gateway.tenants import Tenant
+
+
+class StreamTransformer(Protocol):
+    def feed(self, data: bytes) -> bytes:
+        """Complete SSE events in (the last one is `data: [DONE]`), the bytes to send now out (may hold back)."""
+
+    def flush(self) -> bytes:
+        """At the end of the stream: whatever is still held back."""
+
+
+class RequestHooks(Protocol):
+    async def check_input(self, tenant: Tenant, route_kind: str, body: dict) -> dict: ...
+
+    async def check_output(self, tenant: Tenant, route_kind: str, response_body: bytes) -> bytes: ...
+
+    def output_transformer(self, tenant: Tenant, route_kind: str, body: dict) -> StreamTransformer | None: ...
+
+
+class NoHooks:
+    """Guardrails off: the default until guardrails/ is wired in."""
+
+    async def check_input(self, tenant: Tenant, route_kind: str, body: dict) -> dict:
+        return body
+
+    async def check_output(self, tenant: Tenant, route_kind: str, response_body: bytes) -> bytes:
+        return response_body
+
+    def output_transformer(self, tenant: Tenant, route_kind: str, body: dict) -> StreamTransformer | None:
+        return None

@@ -1,0 +1,110 @@
+"""Validation of OpenAI request bodies: anything malformed becomes a 400 that names the parameter, never a 500.
+
+Only what the gateway itself relies on is checked (model, prompt/messages, max_tokens, n, stream); sampling
+parameters pass through to the upstream, which validates them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from gateway.errors import invalid_request
+
+CHAT = "chat"
+COMPLETIONS = "completions"
+MAX_N = 128
+
+
+@dataclass
+class ParsedRequest:
+    kind: str
+    body: dict
+    model: str
+    stream: bool
+    client_wants_usage: bool
+    """stream_options.include_usage as the client sent it (the gateway always asks the upstream for usage)."""
+    max_tokens: int | None
+    completions: int
+    """Completions the upstream will generate: n x number of prompts (multiplies the output reservation)."""
+    prompts: list  # completions: list of str or of token-id lists; chat: []
+    original_body: dict | None = None
+    """The body as parsed, before the input hook; `body is original_body` means it went through unchanged."""
+
+
+def parse_json(raw: bytes) -> dict:
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise invalid_request(f"The request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise invalid_request("The request body must be a JSON object.")
+    return body
+
+
+def _int_param(body: dict, name: str, minimum: int, maximum: int | None = None) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (maximum and value > maximum):
+        bound = f"between {minimum} and {maximum}" if maximum else f">= {minimum}"
+        raise invalid_request(f"{name} must be an integer {bound}, got {value!r}.", param=name)
+    return value
+
+
+def _common(kind: str, body: dict, prompts: list) -> ParsedRequest:
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise invalid_request("model is required and must be a string.", param="model")
+    stream = body.get("stream", False)
+    if stream is None:
+        stream = False
+    if not isinstance(stream, bool):
+        raise invalid_request(f"stream must be a boolean, got {stream!r}.", param="stream")
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise invalid_request("stream_options must be an object.", param="stream_options")
+    wants_usage = bool(options and options.get("include_usage"))
+    max_tokens = _int_param(body, "max_completion_tokens", 1) if kind == CHAT else None
+    if max_tokens is None:
+        max_tokens = _int_param(body, "max_tokens", 1)
+    n = _int_param(body, "n", 1, MAX_N) or 1
+    best_of = _int_param(body, "best_of", 1, MAX_N) or 1
+    return ParsedRequest(kind, body, model, stream, wants_usage, max_tokens, max(n, best_of) * max(1, len(prompts)),
+                         prompts, body)
+
+
+def parse_chat(body: dict) -> ParsedRequest:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise invalid_request("messages must be a non-empty array.", param="messages")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise invalid_request(f"messages[{i}] must be an object with a string role.", param=f"messages[{i}]")
+        content = message.get("content")
+        if content is not None and not isinstance(content, (str, list)):
+            raise invalid_request(f"messages[{i}].content must be a string or an array of parts.",
+                                  param=f"messages[{i}].content")
+    tools = body.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        raise invalid_request("tools must be an array.", param="tools")
+    return _common(CHAT, body, [])
+
+
+def _is_token_ids(value) -> bool:
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in value)
+
+
+def parse_completion(body: dict) -> ParsedRequest:
+    prompt = body.get("prompt")
+    if isinstance(prompt, str):
+        prompts = [prompt]
+    elif _is_token_ids(prompt):
+        prompts = [prompt]
+    elif isinstance(prompt, list) and prompt and all(isinstance(p, str) or _is_token_ids(p) for p in prompt):
+        prompts = list(prompt)
+    else:
+        raise invalid_request("prompt must be a string, an array of strings, an array of token ids, or an array "
+                              "of token-id arrays.", param="prompt")
+    return _common(COMPLETIONS, body, prompts)

@@ -1,0 +1,51 @@
+"""Step 4 of the request path: the exact prompt token count (and the token ids routing hashes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gateway.config import ModelConfig
+from gateway.errors import context_length_exceeded
+from gateway.parse import CHAT, ParsedRequest
+from gateway.tokenizer import PromptTokenizer, estimate_tokens
+
+
+@dataclass
+class Prompt:
+    prompt_tokens: int
+    """All prompts together: what the input bucket is charged."""
+    token_ids: list[int] | None
+    """The first prompt's ids (routing and block hashes); None without a tokenizer."""
+    text: str
+
+
+async def measure(parsed: ParsedRequest, model: ModelConfig, tokenizer: PromptTokenizer | None) -> Prompt:
+    if parsed.kind == CHAT:
+        if tokenizer is None:
+            text = "".join(str(m.get("content") or "") for m in parsed.body["messages"])
+            prompt = Prompt(estimate_tokens(text), None, text)
+        else:
+            text = tokenizer.render_chat(parsed.body["messages"], parsed.body.get("tools"))
+            ids = await tokenizer.encode(text, add_special_tokens=False)
+            prompt = Prompt(len(ids), ids, text)
+        _check_context(prompt.prompt_tokens, parsed, model, tokenizer, "messages")
+        return prompt
+    total, first_ids, first_text = 0, None, ""
+    for i, item in enumerate(parsed.prompts):
+        if isinstance(item, str):
+            ids = await tokenizer.encode(item, add_special_tokens=True) if tokenizer else None
+            count = len(ids) if ids is not None else estimate_tokens(item)
+        else:
+            ids, count = item, len(item)
+        _check_context(count, parsed, model, tokenizer, "prompt")
+        if i == 0:
+            first_ids, first_text = ids, item if isinstance(item, str) else ""
+        total += count
+    return Prompt(total, first_ids, first_text)
+
+
+def _check_context(prompt_tokens: int, parsed: ParsedRequest, model: ModelConfig,
+                   tokenizer: PromptTokenizer | None, param: str) -> None:
+    max_len = model.max_model_len or (tokenizer.model_max_length if tokenizer else None)
+    if max_len is not None and prompt_tokens + (parsed.max_tokens or 0) > max_len:
+        raise context_length_exceeded(prompt_tokens, parsed.max_tokens or 0, max_len, param)

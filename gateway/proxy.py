@@ -1,0 +1,322 @@
+"""The OpenAI endpoints (/v1/chat/completions, /v1/completions) as plain ASGI: admission (admission.py), then
+steps 6-8 of the request path: route, forward, stream back, settle.
+
+Exactly-once settlement: whatever ends a request (success, upstream error, timeout, client disconnect, server
+shutdown), the `finally` of `__call__` hands it to `_finish`, which runs no await itself (so a cancellation
+cannot interrupt it) and settles in a background task. What is charged:
+
+    error before the first byte     nothing (0 in, 0 out)
+    completed                       the upstream's usage; without usage: our prompt count + the delivered text
+    cut mid-stream / disconnected   the upstream's usage if it came, else our prompt count + the delivered text
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+import aiohttp
+
+from gateway.admission import Admitted, admit
+from gateway.asgi import JSON, ClientGone, header, send_bytes, send_error
+from gateway.errors import ApiError, unavailable, upstream_failed, upstream_timeout
+from gateway.parse import CHAT
+from gateway.routing.base import (
+    CLIENT_DISCONNECT,
+    ERROR_BEFORE_FIRST_BYTE,
+    ERROR_MID_STREAM,
+    OK,
+    NoHealthyReplicaError,
+    Route,
+    RouteRequest,
+)
+from gateway.spans import stage, upstream_trace_headers
+from gateway.sse import StreamScanner, choice_texts, delivered_text, error_event
+from gateway.store.base import Settlement
+from gateway.tokenizer import estimate_tokens
+from sluicegate.block_hash import block_hashes
+
+log = logging.getLogger(__name__)
+SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+
+
+@dataclass
+class Flight:
+    """What happened upstream and downstream so far: read by `_finish` however the request ended."""
+
+    route: Route | None = None
+    response: aiohttp.ClientResponse | None = None
+    outcome: str = ERROR_BEFORE_FIRST_BYTE
+    delivered_any: bool = False
+    scanner: StreamScanner | None = None
+    usage: dict | None = None
+    completion_text: str | None = None
+    status: int = 0
+    client_gone: bool = False
+
+
+class CompletionsEndpoint:
+    def __init__(self, gw, kind: str):
+        self._gw = gw
+        self._kind = kind
+        self._path = "/v1/chat/completions" if kind == CHAT else "/v1/completions"
+
+    async def __call__(self, scope, receive, send) -> None:
+        started = time.perf_counter()
+        gw = self._gw
+        if scope["method"] != "POST":
+            await send_error(send, ApiError(405, f"Use POST for {self._path}.", code="method_not_allowed"))
+            return
+        admitted: Admitted | None = None
+        flight = Flight()
+        try:
+            try:
+                admitted = await admit(gw, self._kind, scope, receive)
+            except ApiError as error:
+                gw.count_request("", "", error.status)
+                await send_error(send, error)
+                return
+            except ClientGone:
+                return
+            await self._forward(admitted, flight, scope, receive, send, started)
+        finally:
+            if admitted is not None:
+                self._finish(admitted, flight)
+
+    # ---- forward ------------------------------------------------------------------------------------------------
+    async def _forward(self, a: Admitted, flight: Flight, scope, receive, send, started: float) -> None:
+        task = asyncio.current_task()
+
+        async def watch_disconnect() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            flight.client_gone = True
+            task.cancel()
+
+        watcher = asyncio.get_running_loop().create_task(watch_disconnect())
+        try:
+            with stage("upstream"):
+                await self._open(a, flight, scope)
+            with stage("stream"):
+                if a.parsed.stream:
+                    await self._relay_stream(a, flight, send, started)
+                else:
+                    await self._relay_json(a, flight, send, started)
+        except ApiError as error:
+            flight.status = error.status
+            await send_error(send, error, a.headers)
+        except asyncio.CancelledError:
+            if not flight.client_gone:
+                raise
+            flight.outcome, flight.status = CLIENT_DISCONNECT, 499
+        except OSError:  # servers other than uvicorn raise on a send to a client that has gone
+            flight.outcome, flight.status = CLIENT_DISCONNECT, 499
+        finally:
+            watcher.cancel()
+
+    async def _open(self, a: Admitted, flight: Flight, scope) -> None:
+        """Route and send; on a failure before the first byte, retry once on another replica (router contract)."""
+        gw = self._gw
+        salt = _cache_salt(a)
+        ids = a.prompt.token_ids
+        request = RouteRequest(a.parsed.model, ids, a.prompt.text, a.admission.reserved_out, salt,
+                               block_hashes(ids, a.model.block_size, salt) if ids else [])
+        body = _upstream_body(a, salt)
+        headers = {"content-type": "application/json", "x-request-id": a.request_id}
+        upstream_trace_headers(headers, header(scope, b"traceparent"))
+        exclude: frozenset[str] = frozenset()
+        last_error: ApiError | None = None
+        for _attempt in range(2):
+            try:
+                with stage("route"):
+                    route = gw.router.route(request, exclude)
+            except NoHealthyReplicaError as exc:
+                raise last_error or unavailable(str(exc), exc.retry_after_s) from None
+            flight.route = route
+            session = gw.upstreams.session(route.url)
+            try:
+                response = await session.post(self._path, data=body, headers=headers)
+            except asyncio.TimeoutError:  # aiohttp's ServerTimeoutError is one too: no answer within read_timeout_s
+                gw.metrics.child(gw.metrics.upstream_errors, "timeout").inc()
+                raise upstream_timeout(f"The upstream {route.replica} did not answer in time.") from None
+            except aiohttp.ClientError as exc:
+                gw.metrics.child(gw.metrics.upstream_errors, "connect").inc()
+                last_error = upstream_failed(f"Could not reach the upstream {route.replica}: {type(exc).__name__}.")
+                gw.router.release(route, ERROR_BEFORE_FIRST_BYTE)
+                flight.route = None
+                # A kept-alive connection the upstream closed under us is worth a retry on the same replica (a
+                # fresh connection); a refused connect is not.
+                if not isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)) or isinstance(
+                        exc, aiohttp.ClientConnectorError):
+                    exclude = exclude | {route.replica}
+                continue
+            if response.status < 400:
+                flight.response = response
+                return
+            last_error = await _upstream_error(response)
+            gw.metrics.child(gw.metrics.upstream_errors, f"http_{response.status}").inc()
+            if response.status < 500:
+                flight.outcome = OK  # the replica is healthy; the request was bad
+                raise last_error
+            gw.router.release(route, ERROR_BEFORE_FIRST_BYTE)
+            flight.route = None
+            exclude = exclude | {route.replica}
+        raise last_error
+
+    async def _relay_json(self, a: Admitted, flight: Flight, send, started: float) -> None:
+        response = flight.response
+        try:
+            data = await response.read()
+        except asyncio.TimeoutError:
+            raise upstream_timeout("The upstream stopped answering.") from None
+        except aiohttp.ClientError as exc:
+            raise upstream_failed(f"The upstream failed while answering: {type(exc).__name__}.") from None
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            raise upstream_failed("The upstream answered with invalid JSON.") from None
+        usage = obj.get("usage") if isinstance(obj, dict) else None
+        flight.usage = usage if isinstance(usage, dict) else None
+        if flight.usage is None:
+            flight.completion_text = "".join(choice_texts(obj, streaming=False))
+        data = await self._gw.hooks.check_output(a.tenant, self._kind, data)
+        flight.outcome, flight.status = OK, response.status
+        await send_bytes(send, response.status, data, [JSON, *a.headers])
+        flight.delivered_any = True
+        self._gw.metrics.child(self._gw.metrics.ttft, a.parsed.model).observe(time.perf_counter() - started)
+
+    async def _relay_stream(self, a: Admitted, flight: Flight, send, started: float) -> None:
+        gw = self._gw
+        scanner = flight.scanner = StreamScanner(strip_usage=not a.parsed.client_wants_usage)
+        transformer = gw.hooks.output_transformer(a.tenant, self._kind, a.parsed.body)
+        flight.status = 200
+        await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *a.headers]})
+        inter_chunk = gw.metrics.child(gw.metrics.inter_chunk, a.parsed.model)
+        last_sent = 0.0
+        tail = b""
+        try:
+            async for chunk in flight.response.content.iter_any():
+                data = scanner.feed(chunk)
+                if transformer is not None:
+                    data = transformer.feed(data)
+                if not data:
+                    continue
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+                now = time.perf_counter()
+                if last_sent:
+                    inter_chunk.observe(now - last_sent)
+                else:
+                    gw.metrics.child(gw.metrics.ttft, a.parsed.model).observe(now - started)
+                    flight.delivered_any = True
+                last_sent = now
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            gw.metrics.child(gw.metrics.upstream_errors, "mid_stream").inc()
+            tail = error_event(f"The upstream failed mid-stream: {type(exc).__name__}.", "upstream_error")
+        else:
+            if not scanner.saw_done:
+                gw.metrics.child(gw.metrics.upstream_errors, "mid_stream").inc()
+                tail = error_event("The upstream ended the stream early.", "upstream_error")
+        flight.usage = scanner.usage
+        flight.outcome = ERROR_MID_STREAM if tail else OK
+        if transformer is not None:
+            tail = transformer.flush() + tail
+        await send({"type": "http.response.body", "body": tail, "more_body": False})
+
+    # ---- settle -------------------------------------------------------------------------------------------------
+    def _finish(self, a: Admitted, flight: Flight) -> None:
+        """Runs in `finally`: no await here, so neither a cancellation nor an error can skip the settlement."""
+        if a.settled:
+            return
+        a.settled = True
+        gw = self._gw
+        if flight.response is not None:
+            if flight.outcome == OK:
+                flight.response.release()  # read to the end: the connection goes back to the pool
+            else:
+                flight.response.close()  # cut: closing the connection is what cancels the upstream's work
+        if flight.route is not None:
+            gw.router.release(flight.route, flight.outcome)
+        gw.count_request(a.tenant.id, a.parsed.model, flight.status or 500)
+        gw.spawn(self._settle(a, flight))
+
+    async def _settle(self, a: Admitted, flight: Flight) -> None:
+        gw = self._gw
+        usage = flight.usage or (flight.scanner.usage if flight.scanner else None) or {}
+        actual_in, actual_out = 0, 0
+        if flight.delivered_any:
+            actual_in = _int(usage.get("prompt_tokens"), a.prompt.prompt_tokens)
+            actual_out = _int(usage.get("completion_tokens"), None)
+            if actual_out is None:
+                actual_out = self._count_delivered(a, flight)
+        settlement = Settlement(a.tenant.id, a.key.digest, a.parsed.model, a.request_id, a.prompt.prompt_tokens,
+                                a.admission.reserved_out, actual_in, actual_out, a.admission.day, a.admission.month)
+        try:
+            await gw.store.settle(settlement, a.admission.store)
+        except Exception:
+            log.exception("settlement of %s failed", a.request_id)
+            return
+        gw.metrics.child(gw.metrics.tokens, a.tenant.id, "input").inc(actual_in)
+        gw.metrics.child(gw.metrics.tokens, a.tenant.id, "output").inc(actual_out)
+
+    def _count_delivered(self, a: Admitted, flight: Flight) -> int:
+        text = flight.completion_text
+        if text is None:
+            text = delivered_text(flight.scanner.delivered) if flight.scanner else ""
+        tokenizer = self._gw.tokenizers.get(a.model.name)
+        if tokenizer is None:
+            return estimate_tokens(text)
+        return tokenizer.count(text)
+
+
+def _int(value, default):
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
+
+
+def _cache_salt(a: Admitted) -> str:
+    """Prefix-cache salt. A client's own cache_salt is namespaced by its tenant, so no client can pick another
+    tenant's salt; isolate_cache tenants always get their own chain (DESIGN.md, "Tenant isolation")."""
+    client_salt = a.parsed.body.get("cache_salt")
+    if isinstance(client_salt, str) and client_salt:
+        return f"{a.tenant.id}/{client_salt}"
+    return a.tenant.cache_salt
+
+
+def _upstream_body(a: Admitted, salt: str) -> bytes:
+    body = a.parsed.body
+    changes: dict = {}
+    if a.model.upstream_model:
+        changes["model"] = a.model.upstream_model
+    if a.parsed.stream and not a.parsed.client_wants_usage:
+        changes["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+    if salt != (body.get("cache_salt") or ""):
+        changes["cache_salt"] = salt
+    if not changes and a.parsed.body is a.parsed.original_body:
+        return a.raw_body  # the input hook changed nothing: the client's bytes go upstream as they are
+    return json.dumps({**body, **changes}).encode()
+
+
+async def _upstream_error(response: aiohttp.ClientResponse) -> ApiError:
+    """An upstream's error answer in OpenAI's format: its own message kept, 5xx mapped to 502/503."""
+    try:
+        data = await response.read()
+    except (aiohttp.ClientError, asyncio.TimeoutError):
+        data = b""
+    finally:
+        response.release()
+    message, code = f"The upstream answered HTTP {response.status}.", None
+    try:
+        error = json.loads(data).get("error")
+        if isinstance(error, dict):
+            message, code = str(error.get("message") or message), error.get("code")
+    except (ValueError, AttributeError):
+        pass
+    status = response.status
+    if status == 503:
+        return unavailable(f"The upstream is overloaded: {message}",
+                           float(response.headers.get("retry-after", "1") or 1))
+    if status >= 500:
+        return upstream_failed(f"The upstream failed: {message}")
+    return ApiError(status, message, "invalid_request_error", code if isinstance(code, str) else None)

@@ -1,0 +1,41 @@
+"""A refused admission as the OpenAI error a client expects (429 rate_limit_exceeded / insufficient_quota)."""
+
+from __future__ import annotations
+
+from gateway.errors import ApiError, model_not_allowed, retry_after, unauthorized
+from gateway.store import base
+from gateway.store.base import Admission
+
+_BUCKET_TEXT = {
+    base.REQUESTS: ("requests", "requests per minute (rpm)", "rpm"),
+    base.INPUT_TOKENS: ("tokens", "input tokens per minute (input_tpm)", "input_tpm"),
+    base.OUTPUT_TOKENS: ("tokens", "output tokens per minute (output_tpm)", "output_tpm"),
+}
+
+
+def rejection(admission: Admission, model: str, prompt_tokens: int) -> ApiError:
+    reason = admission.reason
+    if reason == base.UNAUTHORIZED:
+        return unauthorized("This API key is unknown, revoked or expired.")
+    if reason == base.MODEL_NOT_ALLOWED:
+        return model_not_allowed(model)
+    headers = retry_after(admission.retry_after_s)
+    if reason in (base.DAILY_BUDGET, base.MONTHLY_BUDGET):
+        period = "daily" if reason == base.DAILY_BUDGET else "monthly"
+        return ApiError(429, f"You exceeded your {period} token budget; it renews in "
+                             f"{admission.retry_after_s:.0f}s.", "insufficient_quota", "insufficient_quota",
+                        headers=headers)
+    if reason == base.CONCURRENCY:
+        return ApiError(429, "Too many concurrent requests for this tenant; retry when one finishes.", "requests",
+                        "rate_limit_exceeded", headers=headers)
+    bucket = reason.removesuffix(base.TOO_LARGE)
+    type_, text, limit_name = _BUCKET_TEXT[bucket]
+    view = admission.buckets.get(bucket)
+    limit = view.limit if view else "?"
+    if reason.endswith(base.TOO_LARGE):
+        need = prompt_tokens if bucket == base.INPUT_TOKENS else admission.reserved_out
+        return ApiError(429, f"Request too large for {text}: it needs {need}, the limit is {limit}. Send fewer "
+                             f"tokens{' or a lower max_tokens' if bucket == base.OUTPUT_TOKENS else ''}.",
+                        type_, "rate_limit_exceeded", param=None, headers=headers)
+    return ApiError(429, f"Rate limit reached for {text}: limit {limit}. Please try again in "
+                         f"{admission.retry_after_s:.3g}s.", type_, "rate_limit_exceeded", headers=headers)

@@ -1,0 +1,93 @@
+"""The gateway's long-lived parts, built once from the config and shared by every request."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import itertools
+import logging
+import secrets
+
+from gateway.auth import AuthCache
+from gateway.config import GatewayConfig
+from gateway.hooks import NoHooks, RequestHooks
+from gateway.metrics import GatewayMetrics
+from gateway.routing.base import Router
+from gateway.seed import seed_tenants
+from gateway.store.base import StoreUnavailable
+from gateway.store.local import LocalStore
+from gateway.store.redis_store import RedisStore
+from gateway.store.resilient import ResilientStore
+from gateway.tokenizer import PromptTokenizer
+from gateway.upstream import UpstreamPool
+from sluicegate import tracing
+from sluicegate.tracing import TracingConfig
+
+log = logging.getLogger(__name__)
+SHUTDOWN_SETTLE_TIMEOUT_S = 5.0
+
+
+def build_store(config: GatewayConfig, metrics: GatewayMetrics):
+    if config.redis.url is None:
+        return LocalStore()
+    redis = RedisStore(config.redis.url, config.redis.key_prefix, config.redis.socket_timeout_s)
+    return ResilientStore(redis, config.redis.failure_mode, config.redis.retry_interval_s, config.num_instances,
+                          metrics)
+
+
+def load_router(config: GatewayConfig, metrics: GatewayMetrics) -> Router:
+    module_name, _, attr = config.router.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"router {config.router!r} cannot be loaded ({exc}); want 'module:callable'") from None
+    return factory(config.routing_models, metrics_registry=metrics.registry)
+
+
+class Gateway:
+    def __init__(self, config: GatewayConfig, hooks: RequestHooks | None = None, router: Router | None = None):
+        self.config = config
+        self.metrics = GatewayMetrics()
+        self.store = build_store(config, self.metrics)
+        self.auth = AuthCache(self.store)
+        self.router = router or load_router(config, self.metrics)
+        self.upstreams = UpstreamPool(config.upstream)
+        self.hooks = hooks or NoHooks()
+        self.tokenizers: dict[str, PromptTokenizer] = {}
+        self.denied_until: dict[str, float] = {}  # key digest -> monotonic s (the local pre-check)
+        self._tasks: set[asyncio.Task] = set()
+        self._request_prefix = f"req-{secrets.token_hex(4)}-"
+        self._request_seq = itertools.count()
+
+    async def start(self) -> None:
+        # installs an exporting provider only when an OTLP endpoint is configured; tracing stays off otherwise
+        tracing.configure_tracing(TracingConfig("sluicegate-gateway", self.config.otlp_endpoint,
+                                                self.config.trace_sample_ratio))
+        for name, model in self.config.models.items():
+            if model.tokenizer:
+                self.tokenizers[name] = PromptTokenizer(model.tokenizer)
+        await self.store.start()
+        if self.config.tenants_seed:
+            try:
+                await seed_tenants(self.store, self.config.tenants_seed)
+            except StoreUnavailable:  # start anyway: keys resolve once Redis is back; the next start seeds
+                log.warning("redis unreachable at start-up: tenants seed %s not applied", self.config.tenants_seed)
+        await self.router.start()
+
+    async def close(self) -> None:
+        if self._tasks:  # settlements in flight: let them land
+            await asyncio.wait(list(self._tasks), timeout=SHUTDOWN_SETTLE_TIMEOUT_S)
+        await self.router.close()
+        await self.upstreams.close()
+        await self.store.close()
+
+    def spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def next_request_id(self) -> str:
+        return self._request_prefix + str(next(self._request_seq))
+
+    def count_request(self, tenant_id: str, model: str, status: int) -> None:
+        self.metrics.child(self.metrics.requests, tenant_id, model, str(status)).inc()

@@ -1,0 +1,43 @@
+"""Round robin over each model's configured replica URLs: the gateway's default Router (gateway/routing/base.py).
+
+Holds no health state: a replica that fails before the first byte is excluded by the request path's single retry.
+The prefix-affinity router replaces it through the `router:` setting of config/gateway.yaml.
+"""
+
+from __future__ import annotations
+
+from gateway.routing.base import NoHealthyReplicaError, Route, RouteRequest
+
+
+class RoundRobinRouter:
+    def __init__(self, replicas_by_model: dict[str, list[tuple[str, str]]]):
+        self._replicas = {model: list(replicas) for model, replicas in replicas_by_model.items()}
+        self._next = {model: 0 for model in replicas_by_model}
+
+    async def start(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    def models(self) -> list[str]:
+        return [model for model, replicas in self._replicas.items() if replicas]
+
+    def route(self, request: RouteRequest, exclude: frozenset[str] = frozenset()) -> Route:
+        replicas = self._replicas.get(request.model) or []
+        for _ in range(len(replicas)):
+            i = self._next[request.model]
+            self._next[request.model] = (i + 1) % len(replicas)
+            name, url = replicas[i]
+            if name not in exclude:
+                return Route(replica=name, url=url, policy="round_robin")
+        raise NoHealthyReplicaError(request.model)
+
+    def release(self, route: Route, outcome: str) -> None:
+        pass
+
+
+def build_router(routing_models: dict, *, metrics_registry=None) -> RoundRobinRouter:
+    """The factory signature config.py documents; routing knobs other than `replicas` do not apply here."""
+    return RoundRobinRouter({model: [(r["name"], r["url"]) for r in spec["replicas"]]
+                             for model, spec in routing_models.items()})

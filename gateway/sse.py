@@ -1,0 +1,98 @@
+"""Reading an upstream's OpenAI SSE stream on the way through, without re-encoding it.
+
+The scanner cuts the byte stream at event boundaries (so a client never receives half an event), spots the usage
+chunk (parsed only when the bytes contain a usage object), drops it when the client did not ask for usage, and
+keeps the delivered bytes so that, if the upstream never reports usage, the completion can be counted afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+
+DONE = b"data: [DONE]"
+_USAGE_MARKERS = (b'"usage":{', b'"usage": {')
+
+
+class StreamScanner:
+    def __init__(self, strip_usage: bool):
+        self._strip_usage = strip_usage
+        self._pending = b""
+        self.usage: dict | None = None
+        self.saw_done = False
+        self.delivered: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> bytes:
+        """Upstream bytes in; the complete events to forward out (b"" while an event is still incomplete)."""
+        if b"\r" in chunk:
+            chunk = chunk.replace(b"\r\n", b"\n")
+        data = self._pending + chunk if self._pending else chunk
+        end = data.rfind(b"\n\n")
+        if end < 0:
+            self._pending = data
+            return b""
+        events, self._pending = data[: end + 2], data[end + 2 :]
+        if _USAGE_MARKERS[0] in events or _USAGE_MARKERS[1] in events:
+            events = self._take_usage(events)
+        if DONE in events:
+            self.saw_done = True
+        if events:
+            self.delivered.append(events)
+        return events
+
+    def _take_usage(self, events: bytes) -> bytes:
+        kept = []
+        for event in events.split(b"\n\n"):
+            if not event:
+                continue
+            payload = _data(event)
+            if payload is not None and (_USAGE_MARKERS[0] in payload or _USAGE_MARKERS[1] in payload):
+                try:
+                    obj = json.loads(payload)
+                except ValueError:
+                    obj = None
+                if isinstance(obj, dict) and isinstance(obj.get("usage"), dict):
+                    self.usage = obj["usage"]
+                    if self._strip_usage and not obj.get("choices"):
+                        continue
+            kept.append(event + b"\n\n")
+        return b"".join(kept)
+
+
+def _data(event: bytes) -> bytes | None:
+    for line in event.split(b"\n"):
+        if line.startswith(b"data:"):
+            return line[5:].strip()
+    return None
+
+
+def delivered_text(blobs: list[bytes]) -> str:
+    """The completion text in delivered chunks (chat deltas or completion text), for counting without usage."""
+    parts = []
+    for event in b"".join(blobs).split(b"\n\n"):
+        payload = _data(event)
+        if not payload or payload == b"[DONE]":
+            continue
+        try:
+            obj = json.loads(payload)
+        except ValueError:
+            continue
+        parts.extend(choice_texts(obj, streaming=True))
+    return "".join(parts)
+
+
+def choice_texts(obj, streaming: bool) -> list[str]:
+    texts = []
+    choices = obj.get("choices") if isinstance(obj, dict) else None
+    for choice in choices if isinstance(choices, list) else []:
+        if not isinstance(choice, dict):
+            continue
+        holder = choice.get("delta" if streaming else "message")
+        text = holder.get("content") if isinstance(holder, dict) else choice.get("text")
+        if isinstance(text, str):
+            texts.append(text)
+    return texts
+
+
+def error_event(message: str, code: str) -> bytes:
+    body = {"error": {"message": message, "type": "upstream_error", "param": None, "code": code}}
+    return b"data: " + json.dumps(body).encode() + b"\n\n"

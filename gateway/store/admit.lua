@@ -1,0 +1,109 @@
+-- Admission: check everything, then take from every bucket or from none. Mirrors MemoryStore.admit.
+-- KEYS: 1 tenant hash, 2 key hash, 3-5 tenant buckets (requests, input, output), 6-8 key buckets, 9 in-flight zset,
+--       10 spent hash (fields d:<YYYYMMDD>, m:<YYYYMM>)
+-- ARGV: 1 model, 2 prompt tokens, 3 reservation (-1: tenant default x ARGV[6]), 4 request id, 5 lease ms, 6 completions
+-- Returns {reason, retry_ms, gen, reserved, day, month, then per bucket kind: limit, remaining, reset_ms}.
+local tenant = redis.call('HMGET', KEYS[1], 'rpm', 'input_tpm', 'output_tpm', 'max_concurrent', 'daily_tokens',
+  'monthly_tokens', 'default_max_tokens', 'models', 'gen')
+local key = redis.call('HMGET', KEYS[2], 'revoked', 'expires_at', 'rpm', 'input_tpm', 'output_tpm', 'tenant_id')
+if not tenant[9] or not key[1] or key[1] == '1' then return {'unauthorized', 0, 0, 0, '', ''} end
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local expires = tonumber(key[2])
+if expires > 0 and expires * 1000 <= now then return {'unauthorized', 0, 0, 0, '', ''} end
+local gen = tonumber(tenant[9])
+if tenant[8] ~= '' and not string.find(',' .. tenant[8] .. ',', ',' .. ARGV[1] .. ',', 1, true) then
+  return {'model_not_allowed', 0, gen, 0, '', ''}
+end
+local prompt = tonumber(ARGV[2])
+local reserve = tonumber(ARGV[3])
+if reserve < 0 then reserve = tonumber(tenant[7]) * tonumber(ARGV[6]) end
+
+-- UTC civil date from days since the epoch (H. Hinnant's algorithm): budget periods follow Redis' clock too.
+local function civil(days)
+  local z = days + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local d = doy - math.floor((153 * mp + 2) / 5) + 1
+  local m = mp < 10 and mp + 3 or mp - 9
+  local y = yoe + era * 400
+  if m <= 2 then y = y + 1 end
+  return y, m, d
+end
+local today = math.floor(now / 86400000)
+local y, m, d = civil(today)
+local day, month = string.format('%04d%02d%02d', y, m, d), string.format('%04d%02d', y, m)
+local denied = function(reason, retry_ms) return {reason, retry_ms, gen, reserve, day, month} end
+
+redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', now)
+local max_concurrent = tonumber(tenant[4])
+if max_concurrent > 0 and redis.call('ZCARD', KEYS[9]) >= max_concurrent then return denied('concurrency', 1000) end
+local total = prompt + reserve
+local daily, monthly = tonumber(tenant[5]), tonumber(tenant[6])
+if daily > 0 and tonumber(redis.call('HGET', KEYS[10], 'd:' .. day) or '0') + total > daily then
+  return denied('daily_budget', (today + 1) * 86400000 - now)
+end
+if monthly > 0 and tonumber(redis.call('HGET', KEYS[10], 'm:' .. month) or '0') + total > monthly then
+  -- days to the first of next month: walk forward (at most 31 steps)
+  local next_day = today + 1
+  while select(2, civil(next_day)) == m do next_day = next_day + 1 end
+  return denied('monthly_budget', next_day * 86400000 - now)
+end
+
+local names = {'requests', 'input_tokens', 'output_tokens'}
+local needs = {1, prompt, reserve}
+local limits = {tonumber(tenant[1]), tonumber(tenant[2]), tonumber(tenant[3]),
+  tonumber(key[3]), tonumber(key[4]), tonumber(key[5])}
+local levels = {}
+local reason, retry_ms = '', 0
+for i = 1, 6 do
+  local limit, need = limits[i], needs[(i - 1) % 3 + 1]
+  if limit > 0 then
+    local state = redis.call('HMGET', KEYS[i + 2], 'v', 't')
+    local level = limit
+    if state[1] then level = math.min(limit, tonumber(state[1]) + (now - tonumber(state[2])) * limit / 60000) end
+    levels[i] = level
+    if need > level then
+      local wait = math.ceil((need - level) * 60000 / limit)
+      if wait > retry_ms or reason == '' then
+        reason = names[(i - 1) % 3 + 1]
+        if need > limit then reason = reason .. '_too_large' end
+        retry_ms = math.max(retry_ms, wait)
+      end
+    end
+  end
+end
+local taken = reason == ''
+if taken then
+  for i = 1, 6 do
+    if levels[i] then
+      redis.call('HSET', KEYS[i + 2], 'v', tostring(levels[i] - needs[(i - 1) % 3 + 1]), 't', now)
+      redis.call('PEXPIRE', KEYS[i + 2], 130000)
+    end
+  end
+  redis.call('ZADD', KEYS[9], now + tonumber(ARGV[5]), ARGV[4])
+  redis.call('PEXPIRE', KEYS[9], tonumber(ARGV[5]))
+  redis.call('HINCRBY', KEYS[10], 'd:' .. day, total)
+  redis.call('HINCRBY', KEYS[10], 'm:' .. month, total)
+end
+local out = {reason, retry_ms, gen, reserve, day, month}
+for k = 1, 3 do
+  local limit, remaining, reset = 0, 0, 0
+  for _, i in ipairs({k, k + 3}) do
+    if levels[i] then
+      local after = levels[i]
+      if taken then after = after - needs[k] end
+      local r = math.max(0, math.floor(after))
+      local t = math.max(0, math.floor((limits[i] - after) * 60000 / limits[i]))
+      if limit == 0 then limit, remaining, reset = limits[i], r, t
+      else limit, remaining, reset = math.min(limit, limits[i]), math.min(remaining, r), math.max(reset, t) end
+    end
+  end
+  out[#out + 1] = limit
+  out[#out + 1] = remaining
+  out[#out + 1] = reset
+end
+return out

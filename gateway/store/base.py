@@ -1,0 +1,119 @@
+"""The store contract the request path and the admin API use. Semantics (both implementations):
+
+- admit(): one atomic step that checks the key (exists, not revoked, not expired), the model, concurrency, the
+  daily/monthly budgets and every bucket (tenant and key: requests, input tokens, output tokens), then takes from
+  all of them or from none. Clock: the store's own (Redis TIME), never the gateway's.
+- settle(): once per admitted request: actual tokens replace the reservation (refund, or charge the extra, leaving
+  the bucket in debt down to minus one minute's allowance), frees the concurrency slot, records usage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from gateway.tenants import ApiKey, Tenant
+
+# Admission outcomes (Admission.reason).
+OK = ""
+UNAUTHORIZED = "unauthorized"
+MODEL_NOT_ALLOWED = "model_not_allowed"
+CONCURRENCY = "concurrency"
+DAILY_BUDGET = "daily_budget"
+MONTHLY_BUDGET = "monthly_budget"
+# Bucket names; a reason may add "_too_large" when one request needs more than the bucket can ever hold.
+REQUESTS = "requests"
+INPUT_TOKENS = "input_tokens"
+OUTPUT_TOKENS = "output_tokens"
+BUCKETS = (REQUESTS, INPUT_TOKENS, OUTPUT_TOKENS)
+TOO_LARGE = "_too_large"
+
+
+class StoreUnavailable(Exception):
+    """The store could not answer in time (Redis down or slow)."""
+
+
+@dataclass
+class BucketView:
+    """What the rate-limit headers report for one bucket kind (the tighter of tenant and key)."""
+
+    limit: int
+    remaining: int
+    reset_s: float
+
+
+@dataclass
+class AdmitRequest:
+    tenant_id: str
+    digest: str
+    model: str
+    prompt_tokens: int
+    max_tokens: int | None
+    """The request's output reservation; None: the tenant's default_max_tokens x completions."""
+    completions: int
+    """Choices per prompt times prompts (n x len(prompts)): multiplies the default reservation."""
+    request_id: str
+    lease_s: float
+
+
+@dataclass
+class Admission:
+    reason: str
+    retry_after_s: float = 0.0
+    tenant_gen: int = 0
+    reserved_out: int = 0
+    day: str = ""
+    month: str = ""
+    buckets: dict[str, BucketView] = field(default_factory=dict)
+    store: "Store | None" = None
+    """The store that admitted it; settlement goes back to the same one (Redis, or the fail-open local one)."""
+    fallback: bool = False
+    """Decided by fail-open local buckets while Redis was unreachable."""
+
+    @property
+    def ok(self) -> bool:
+        return self.reason == OK
+
+
+@dataclass
+class Settlement:
+    tenant_id: str
+    digest: str
+    model: str
+    request_id: str
+    reserved_in: int
+    reserved_out: int
+    actual_in: int
+    actual_out: int
+    day: str
+    month: str
+
+
+class Store(Protocol):
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    # request path
+    async def get_key(self, digest: str) -> ApiKey | None: ...
+
+    async def get_tenant(self, tenant_id: str) -> Tenant | None: ...
+
+    async def admit(self, request: AdmitRequest) -> Admission: ...
+
+    async def settle(self, settlement: Settlement) -> None: ...
+
+    # admin
+    async def put_tenant(self, tenant: Tenant) -> Tenant:
+        """Create or replace; bumps tenant.gen so every gateway refreshes its cached copy on its next request."""
+
+    async def delete_tenant(self, tenant_id: str) -> bool: ...
+
+    async def list_tenants(self) -> list[Tenant]: ...
+
+    async def put_key(self, key: ApiKey) -> None: ...
+
+    async def list_keys(self, tenant_id: str) -> list[ApiKey]: ...
+
+    async def usage(self, tenant_id: str, days: list[str]) -> dict[str, dict[str, int]]:
+        """day -> {"requests", "input_tokens", "output_tokens", "model:<m>:<field>", "key:<id>:<field>"}."""

@@ -1,0 +1,23 @@
+"""The in-process store behind the request path's interface, for a gateway without REDIS_URL: never unavailable."""
+
+from __future__ import annotations
+
+from gateway.store.base import Admission, AdmitRequest, Settlement
+from gateway.store.memory import MemoryStore
+from gateway.tenants import ApiKey, Tenant
+
+
+class LocalStore(MemoryStore):
+    """MemoryStore with ResilientStore's request-path signatures."""
+
+    def __init__(self):
+        super().__init__()
+        self.redis_up = True
+
+    async def admit(self, request: AdmitRequest, tenant: Tenant | None = None, key: ApiKey | None = None) -> Admission:
+        admission = await super().admit(request)
+        admission.store = self
+        return admission
+
+    async def settle(self, settlement: Settlement, store=None) -> None:
+        await super().settle(settlement)

@@ -1,0 +1,183 @@
+"""The in-process store: Store semantics (base.py) without Redis, for a single gateway instance, and the local
+buckets a gateway falls back to when Redis is unreachable in fail_open mode.
+
+Single-threaded asyncio makes every method atomic: none awaits in the middle of its read-modify-write.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter, defaultdict
+
+from gateway.store import base
+from gateway.store.base import Admission, AdmitRequest, BucketView, Settlement
+from gateway.store.clock import now_ms, periods, refill, reset_ms
+from gateway.tenants import ApiKey, Tenant, key_id_of
+
+
+class MemoryStore:
+    def __init__(self, clock_ms=now_ms):
+        self._clock_ms = clock_ms
+        self._tenants: dict[str, Tenant] = {}
+        self._keys: dict[str, ApiKey] = {}  # digest -> key
+        self._buckets: dict[tuple[str, str], list[float]] = {}  # (scope, bucket) -> [level, t_ms]
+        self._inflight: dict[str, dict[str, int]] = defaultdict(dict)  # tenant -> request id -> lease end ms
+        self._spent: dict[str, Counter] = defaultdict(Counter)  # tenant -> {"d:<day>" | "m:<month>": tokens}
+        self._usage: dict[tuple[str, str], Counter] = defaultdict(Counter)  # (tenant, day) -> fields
+
+    async def start(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    # ---- request path -------------------------------------------------------------------------------------------
+    async def get_key(self, digest: str) -> ApiKey | None:
+        key = self._keys.get(digest)
+        return copy.copy(key) if key else None
+
+    async def get_tenant(self, tenant_id: str) -> Tenant | None:
+        tenant = self._tenants.get(tenant_id)
+        return copy.deepcopy(tenant) if tenant else None
+
+    async def admit(self, request: AdmitRequest) -> Admission:
+        tenant = self._tenants.get(request.tenant_id)
+        key = self._keys.get(request.digest)
+        now = self._clock_ms()
+        if tenant is None or key is None or key.tenant_id != tenant.id or key.revoked:
+            return Admission(base.UNAUTHORIZED)
+        if key.expires_at > 0 and key.expires_at * 1000 <= now:
+            return Admission(base.UNAUTHORIZED)
+        if not tenant.allows(request.model):
+            return Admission(base.MODEL_NOT_ALLOWED, tenant_gen=tenant.gen)
+        reserve = request.max_tokens
+        if reserve is None:
+            reserve = tenant.default_max_tokens * request.completions
+        day, month, to_next_day_ms, to_next_month_ms = periods(now)
+        denied = Admission("", tenant_gen=tenant.gen, reserved_out=reserve, day=day, month=month)
+
+        inflight = self._inflight[tenant.id]
+        for request_id in [r for r, end in inflight.items() if end <= now]:
+            del inflight[request_id]
+        if tenant.max_concurrent > 0 and len(inflight) >= tenant.max_concurrent:
+            denied.reason, denied.retry_after_s = base.CONCURRENCY, 1.0
+            return denied
+        total = request.prompt_tokens + reserve
+        spent = self._spent[tenant.id]
+        if tenant.daily_tokens > 0 and spent["d:" + day] + total > tenant.daily_tokens:
+            denied.reason, denied.retry_after_s = base.DAILY_BUDGET, to_next_day_ms / 1000
+            return denied
+        if tenant.monthly_tokens > 0 and spent["m:" + month] + total > tenant.monthly_tokens:
+            denied.reason, denied.retry_after_s = base.MONTHLY_BUDGET, to_next_month_ms / 1000
+            return denied
+
+        needs = (1, request.prompt_tokens, reserve)
+        specs = [(tenant.id, name, getattr(tenant, limit), need)
+                 for name, limit, need in zip(base.BUCKETS, ("rpm", "input_tpm", "output_tpm"), needs)]
+        specs += [(key.digest, name, getattr(key, limit), need)
+                  for name, limit, need in zip(base.BUCKETS, ("rpm", "input_tpm", "output_tpm"), needs)]
+        levels: list[float | None] = []
+        retry_ms = 0
+        for scope, name, limit, need in specs:
+            if limit <= 0:
+                levels.append(None)
+                continue
+            state = self._buckets.get((scope, name))
+            level = float(limit) if state is None else refill(state[0], int(state[1]), now, limit)
+            levels.append(level)
+            if need > level:
+                wait_ms = int(-(-(need - level) * 60_000 // limit))
+                if wait_ms > retry_ms or not denied.reason:
+                    denied.reason = name + (base.TOO_LARGE if need > limit else "")
+                    retry_ms = max(retry_ms, wait_ms)
+        if denied.reason:
+            denied.retry_after_s = retry_ms / 1000
+            denied.buckets = _views(specs, levels, taken=False)
+            return denied
+
+        for (scope, name, limit, need), level in zip(specs, levels):
+            if level is not None:
+                self._buckets[(scope, name)] = [level - need, now]
+        inflight[request.request_id] = now + int(request.lease_s * 1000)
+        spent["d:" + day] += total
+        spent["m:" + month] += total
+        denied.buckets = _views(specs, levels, taken=True)
+        return denied  # reason "" = admitted
+
+    async def settle(self, s: Settlement) -> None:
+        self._inflight[s.tenant_id].pop(s.request_id, None)
+        tenant = self._tenants.get(s.tenant_id)
+        key = self._keys.get(s.digest)
+        now = self._clock_ms()
+        refund_in, refund_out = s.reserved_in - s.actual_in, s.reserved_out - s.actual_out
+        for scope, holder in ((s.tenant_id, tenant), (s.digest, key)):
+            if holder is None:
+                continue
+            self._adjust(scope, base.INPUT_TOKENS, holder.input_tpm, refund_in, now)
+            self._adjust(scope, base.OUTPUT_TOKENS, holder.output_tpm, refund_out, now)
+        spent = self._spent[s.tenant_id]
+        spent["d:" + s.day] -= refund_in + refund_out
+        spent["m:" + s.month] -= refund_in + refund_out
+        _count_usage(self._usage[(s.tenant_id, s.day)], s)
+
+    def _adjust(self, scope: str, name: str, limit: int, delta: int, now: int) -> None:
+        if limit <= 0 or delta == 0:
+            return
+        state = self._buckets.get((scope, name))
+        level = float(limit) if state is None else refill(state[0], int(state[1]), now, limit)
+        self._buckets[(scope, name)] = [max(-limit, min(limit, level + delta)), now]
+
+    # ---- admin --------------------------------------------------------------------------------------------------
+    async def put_tenant(self, tenant: Tenant) -> Tenant:
+        old = self._tenants.get(tenant.id)
+        tenant = copy.deepcopy(tenant)
+        tenant.gen = (old.gen if old else 0) + 1
+        self._tenants[tenant.id] = tenant
+        return copy.deepcopy(tenant)
+
+    async def delete_tenant(self, tenant_id: str) -> bool:
+        if self._tenants.pop(tenant_id, None) is None:
+            return False
+        for digest in [d for d, k in self._keys.items() if k.tenant_id == tenant_id]:
+            del self._keys[digest]
+        self._inflight.pop(tenant_id, None)
+        self._spent.pop(tenant_id, None)
+        return True
+
+    async def list_tenants(self) -> list[Tenant]:
+        return [copy.deepcopy(t) for t in sorted(self._tenants.values(), key=lambda t: t.id)]
+
+    async def put_key(self, key: ApiKey) -> None:
+        self._keys[key.digest] = copy.copy(key)
+
+    async def list_keys(self, tenant_id: str) -> list[ApiKey]:
+        keys = [copy.copy(k) for k in self._keys.values() if k.tenant_id == tenant_id]
+        return sorted(keys, key=lambda k: k.created_at)
+
+    async def usage(self, tenant_id: str, days: list[str]) -> dict[str, dict[str, int]]:
+        return {day: dict(self._usage[(tenant_id, day)]) for day in days if (tenant_id, day) in self._usage}
+
+
+def _count_usage(counter: Counter, s: Settlement) -> None:
+    key_id = key_id_of(s.digest)
+    for prefix in ("", f"model:{s.model}:", f"key:{key_id}:"):
+        counter[prefix + "requests"] += 1
+        counter[prefix + "input_tokens"] += s.actual_in
+        counter[prefix + "output_tokens"] += s.actual_out
+
+
+def _views(specs, levels, taken: bool) -> dict[str, BucketView]:
+    """Per bucket kind, the tighter of tenant and key: smallest limit, least remaining, latest reset."""
+    views: dict[str, BucketView] = {}
+    for (scope, name, limit, need), level in zip(specs, levels):
+        if level is None:
+            continue
+        after = level - need if taken else level
+        view = BucketView(limit, max(0, int(after)), reset_ms(after, limit) / 1000)
+        old = views.get(name)
+        if old is None:
+            views[name] = view
+        else:
+            views[name] = BucketView(min(old.limit, limit), min(old.remaining, view.remaining),
+                                     max(old.reset_s, view.reset_s))
+    return views

@@ -1,0 +1,215 @@
+"""The Redis store: Store semantics (base.py) shared by every gateway instance.
+
+Key layout (prefix `sg:` by default). Everything of one tenant shares the hash tag {t:<tenant>}, so both scripts
+touch a single Redis Cluster slot:
+
+    sg:keyidx                          HASH  key digest -> tenant id   (the only lookup that precedes the tenant)
+    sg:tenants                         SET   tenant ids
+    sg:{t:<id>}:tenant                 HASH  limits, policy, models, gen
+    sg:{t:<id>}:keys                   SET   key digests
+    sg:{t:<id>}:key:<digest>           HASH  key record (revoked, expires_at, per-key limits)
+    sg:{t:<id>}:b:<bucket>             HASH  {v: level, t: ms}; bucket = requests | input_tokens | output_tokens
+    sg:{t:<id>}:kb:<digest>:<bucket>   HASH  the per-key buckets
+    sg:{t:<id>}:inflight               ZSET  request id -> lease end (ms): max_concurrent
+    sg:{t:<id>}:spent                  HASH  d:<YYYYMMDD> / m:<YYYYMM> -> tokens (budgets)
+    sg:{t:<id>}:usage:<YYYYMMDD>       HASH  requests / input_tokens / output_tokens, also per model: and key:
+
+Every call is bounded by the socket timeout and never retried here: the caller (resilient.py) decides what an
+unavailable Redis means.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+from gateway.store import base
+from gateway.store.base import Admission, AdmitRequest, BucketView, Settlement, StoreUnavailable
+from gateway.store.resp import PreparedCommand, RespClient, RespError
+from gateway.tenants import (
+    ApiKey,
+    Tenant,
+    key_from_hash,
+    key_id_of,
+    key_to_hash,
+    tenant_from_hash,
+    tenant_to_hash,
+)
+
+_HERE = Path(__file__).parent
+
+
+class _Script:
+    def __init__(self, filename: str):
+        self.source = (_HERE / filename).read_text()
+        self.sha = hashlib.sha1(self.source.encode()).hexdigest()
+
+
+ADMIT = _Script("admit.lua")
+SETTLE = _Script("settle.lua")
+
+
+class RedisStore:
+    def __init__(self, url: str, key_prefix: str = "sg:", socket_timeout_s: float = 0.1):
+        self._redis = aioredis.Redis.from_url(
+            url,
+            decode_responses=True,
+            socket_timeout=socket_timeout_s,
+            socket_connect_timeout=socket_timeout_s,
+            retry=Retry(NoBackoff(), 0),
+        )
+        self._fast = RespClient(url, socket_timeout_s)  # the two hot-path scripts; redis-py for the rest
+        self._p = key_prefix
+        self._admit_commands: dict[tuple[str, str], PreparedCommand] = {}  # (tenant, digest) -> EVALSHA + KEYS
+        self._settle_commands: dict[tuple[str, str, str], PreparedCommand] = {}  # (tenant, digest, day) -> ...
+
+    async def start(self) -> None:
+        await self._call(self._redis.script_load, ADMIT.source)
+        await self._call(self._redis.script_load, SETTLE.source)
+
+    async def close(self) -> None:
+        self._fast.close()
+        await self._redis.aclose()
+
+    async def _call(self, fn, *args):
+        try:
+            return await fn(*args)
+        except (RedisError, OSError, TimeoutError) as exc:
+            raise StoreUnavailable(f"redis: {exc!r}") from exc
+
+    async def _script(self, script: _Script, command: PreparedCommand, args: list) -> list:
+        try:
+            return await self._fast.call_prepared(command, *args)
+        except RespError as exc:
+            if not str(exc).startswith("NOSCRIPT"):
+                raise StoreUnavailable(f"redis: {exc}") from exc
+        # Redis restarted or was flushed: load the script again (EVALSHA, reload on NOSCRIPT).
+        try:
+            await self._fast.call("SCRIPT", "LOAD", script.source)
+            return await self._fast.call_prepared(command, *args)
+        except RespError as exc:
+            raise StoreUnavailable(f"redis: {exc}") from exc
+
+    # ---- key names ----------------------------------------------------------------------------------------------
+    def _t(self, tenant_id: str) -> str:
+        return f"{self._p}{{t:{tenant_id}}}:"
+
+    def _admit_command(self, tenant_id: str, digest: str) -> PreparedCommand:
+        command = self._admit_commands.get((tenant_id, digest))
+        if command is None:
+            t = self._t(tenant_id)
+            keys = [t + "tenant", t + "key:" + digest]
+            keys += [t + "b:" + b for b in base.BUCKETS] + [f"{t}kb:{digest}:{b}" for b in base.BUCKETS]
+            keys += [t + "inflight", t + "spent"]
+            if len(self._admit_commands) > 100_000:
+                self._admit_commands.clear()
+            command = PreparedCommand("EVALSHA", ADMIT.sha, len(keys), *keys)
+            self._admit_commands[(tenant_id, digest)] = command
+        return command
+
+    # ---- request path -------------------------------------------------------------------------------------------
+    async def get_key(self, digest: str) -> ApiKey | None:
+        tenant_id = await self._call(self._redis.hget, self._p + "keyidx", digest)
+        if tenant_id is None:
+            return None
+        raw = await self._call(self._redis.hgetall, self._t(tenant_id) + "key:" + digest)
+        return key_from_hash(raw) if raw else None
+
+    async def get_tenant(self, tenant_id: str) -> Tenant | None:
+        raw = await self._call(self._redis.hgetall, self._t(tenant_id) + "tenant")
+        return tenant_from_hash(raw) if raw else None
+
+    async def admit(self, request: AdmitRequest) -> Admission:
+        command = self._admit_command(request.tenant_id, request.digest)
+        reserve = -1 if request.max_tokens is None else request.max_tokens
+        args = [request.model, request.prompt_tokens, reserve, request.request_id, int(request.lease_s * 1000),
+                request.completions]
+        out = await self._script(ADMIT, command, args)
+        admission = Admission(out[0], out[1] / 1000, int(out[2]), int(out[3]), out[4], out[5])
+        for i, name in enumerate(base.BUCKETS):
+            limit, remaining, reset_ms = out[6 + 3 * i: 9 + 3 * i] or (0, 0, 0)
+            if limit:
+                admission.buckets[name] = BucketView(int(limit), int(remaining), int(reset_ms) / 1000)
+        return admission
+
+    async def settle(self, s: Settlement) -> None:
+        args = [s.request_id, s.reserved_in, s.reserved_out, s.actual_in, s.actual_out, s.day, s.month, s.model,
+                key_id_of(s.digest)]
+        await self._script(SETTLE, self._settle_command(s.tenant_id, s.digest, s.day), args)
+
+    def _settle_command(self, tenant_id: str, digest: str, day: str) -> PreparedCommand:
+        command = self._settle_commands.get((tenant_id, digest, day))
+        if command is None:
+            t = self._t(tenant_id)
+            keys = [t + "tenant", t + "key:" + digest, t + "b:input_tokens", t + "b:output_tokens",
+                    f"{t}kb:{digest}:input_tokens", f"{t}kb:{digest}:output_tokens", t + "inflight", t + "spent",
+                    t + "usage:" + day]
+            if len(self._settle_commands) > 100_000:
+                self._settle_commands.clear()
+            command = PreparedCommand("EVALSHA", SETTLE.sha, len(keys), *keys)
+            self._settle_commands[(tenant_id, digest, day)] = command
+        return command
+
+    # ---- admin --------------------------------------------------------------------------------------------------
+    async def put_tenant(self, tenant: Tenant) -> Tenant:
+        t = self._t(tenant.id)
+        fields = tenant_to_hash(tenant)
+        del fields["gen"]
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hset(t + "tenant", mapping=fields)
+            pipe.hincrby(t + "tenant", "gen", 1)
+            pipe.sadd(self._p + "tenants", tenant.id)
+            _, gen, _ = await self._call(pipe.execute)
+        tenant.gen = int(gen)
+        return tenant
+
+    async def delete_tenant(self, tenant_id: str) -> bool:
+        t = self._t(tenant_id)
+        existed = await self._call(self._redis.srem, self._p + "tenants", tenant_id)
+        digests = await self._call(self._redis.smembers, t + "keys")
+        if digests:
+            await self._call(self._redis.hdel, self._p + "keyidx", *digests)
+        try:
+            names = [name async for name in self._redis.scan_iter(match=_glob_escape(t) + "*", count=500)]
+        except (RedisError, OSError, TimeoutError) as exc:
+            raise StoreUnavailable(f"redis: {exc!r}") from exc
+        if names:
+            await self._call(self._redis.delete, *names)
+        return bool(existed) or bool(names)
+
+    async def list_tenants(self) -> list[Tenant]:
+        ids = sorted(await self._call(self._redis.smembers, self._p + "tenants"))
+        tenants = [await self.get_tenant(tenant_id) for tenant_id in ids]
+        return [t for t in tenants if t is not None]
+
+    async def put_key(self, key: ApiKey) -> None:
+        t = self._t(key.tenant_id)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hset(t + "key:" + key.digest, mapping=key_to_hash(key))
+            pipe.sadd(t + "keys", key.digest)
+            pipe.hset(self._p + "keyidx", key.digest, key.tenant_id)
+            await self._call(pipe.execute)
+
+    async def list_keys(self, tenant_id: str) -> list[ApiKey]:
+        t = self._t(tenant_id)
+        digests = sorted(await self._call(self._redis.smembers, t + "keys"))
+        raws = [await self._call(self._redis.hgetall, t + "key:" + d) for d in digests]
+        return sorted((key_from_hash(r) for r in raws if r), key=lambda k: k.created_at)
+
+    async def usage(self, tenant_id: str, days: list[str]) -> dict[str, dict[str, int]]:
+        t = self._t(tenant_id)
+        out = {}
+        for day in days:
+            raw = await self._call(self._redis.hgetall, t + "usage:" + day)
+            if raw:
+                out[day] = {k: int(v) for k, v in raw.items()}
+        return out
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)

@@ -1,0 +1,165 @@
+"""Redis with a failure policy (DESIGN.md, "Redis unreachable"):
+
+- every Redis call is bounded by the socket timeout; a failure marks Redis down for `retry_interval_s`, during which
+  requests do not wait on it at all; after that one request probes it again, so recovery is automatic;
+- fail_open: admission runs on local in-process buckets at each limit / num_instances (the instances together
+  stay near the shared limit); fail_closed: admission answers 503;
+- a settlement that cannot reach Redis waits in a bounded queue and is replayed when Redis answers again, so each
+  admitted request is still settled once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import time
+from collections import deque
+
+from gateway.config import FAIL_OPEN
+from gateway.errors import unavailable
+from gateway.metrics import GatewayMetrics
+from gateway.store.base import Admission, AdmitRequest, Settlement, StoreUnavailable
+from gateway.store.memory import MemoryStore
+from gateway.store.redis_store import RedisStore
+from gateway.tenants import ApiKey, Tenant
+
+log = logging.getLogger(__name__)
+MAX_PENDING_SETTLEMENTS = 100_000
+_SCALED_LIMITS = ("rpm", "input_tpm", "output_tpm", "max_concurrent", "daily_tokens", "monthly_tokens")
+
+
+class ResilientStore:
+    def __init__(self, redis: RedisStore, failure_mode: str, retry_interval_s: float, num_instances: int,
+                 metrics: GatewayMetrics):
+        self.primary = redis
+        self.local = MemoryStore()
+        self._fail_open = failure_mode == FAIL_OPEN
+        self._mode = failure_mode
+        self._retry_interval_s = retry_interval_s
+        self._num_instances = num_instances
+        self._metrics = metrics
+        self._down_until = 0.0  # monotonic seconds; 0: believed up
+        self._local_gens: dict[str, int] = {}  # tenant id -> gen of the copy the local store holds
+        self._pending: deque[Settlement] = deque(maxlen=MAX_PENDING_SETTLEMENTS)
+        self._replay: asyncio.Task | None = None
+        metrics.redis_up.set(1)
+
+    async def start(self) -> None:
+        try:
+            await self.primary.start()
+        except StoreUnavailable as exc:
+            self._mark_down(exc)
+
+    async def close(self) -> None:
+        if self._replay:
+            self._replay.cancel()
+        await self.primary.close()
+
+    @property
+    def redis_up(self) -> bool:
+        return self._down_until == 0.0
+
+    def _mark_down(self, exc: Exception) -> None:
+        if self._down_until == 0.0:
+            log.warning("redis unreachable (%s); %s for now", exc, self._mode)
+        self._down_until = time.monotonic() + self._retry_interval_s
+        self._metrics.redis_up.set(0)
+
+    def _mark_up(self) -> None:
+        if self._down_until != 0.0:
+            log.warning("redis reachable again")
+            self._down_until = 0.0
+            self._metrics.redis_up.set(1)
+        if self._pending and (self._replay is None or self._replay.done()):
+            self._replay = asyncio.get_running_loop().create_task(self._replay_settlements())
+
+    def _should_try(self) -> bool:
+        return self._down_until == 0.0 or time.monotonic() >= self._down_until
+
+    async def _primary(self, op: str, fn, *args):
+        """Run a read on Redis; StoreUnavailable at once while it is marked down."""
+        if not self._should_try():
+            raise StoreUnavailable("redis marked down")
+        try:
+            result = await fn(*args)
+        except StoreUnavailable as exc:
+            self._mark_down(exc)
+            raise
+        self._mark_up()
+        return result
+
+    # ---- request path -------------------------------------------------------------------------------------------
+    async def get_key(self, digest: str) -> ApiKey | None:
+        return await self._primary("get_key", self.primary.get_key, digest)
+
+    async def get_tenant(self, tenant_id: str) -> Tenant | None:
+        return await self._primary("get_tenant", self.primary.get_tenant, tenant_id)
+
+    async def admit(self, request: AdmitRequest, tenant: Tenant, key: ApiKey) -> Admission:
+        """`tenant` and `key` are the caller's cached copies, used only for the local buckets of fail_open."""
+        try:
+            admission = await self._primary("admit", self.primary.admit, request)
+            admission.store = self.primary
+            return admission
+        except StoreUnavailable:
+            self._metrics.child(self._metrics.redis_fallbacks, self._mode, "admit").inc()
+            if not self._fail_open:
+                raise unavailable("Rate limiting is unavailable (Redis unreachable); retry shortly.") from None
+        await self._sync_local(tenant, key)
+        admission = await self.local.admit(request)
+        admission.store, admission.fallback = self.local, True
+        return admission
+
+    async def settle(self, settlement: Settlement, store) -> None:
+        if store is self.local:
+            await self.local.settle(settlement)
+            return
+        try:
+            await self._primary("settle", self.primary.settle, settlement)
+        except StoreUnavailable:
+            self._metrics.child(self._metrics.redis_fallbacks, self._mode, "settle").inc()
+            self._pending.append(settlement)
+            self._metrics.settle_pending.set(len(self._pending))
+
+    async def _sync_local(self, tenant: Tenant, key: ApiKey) -> None:
+        if self._local_gens.get(tenant.id) != tenant.gen:
+            scaled = copy.deepcopy(tenant)
+            for name in _SCALED_LIMITS:
+                limit = getattr(scaled, name)
+                if limit > 0:
+                    setattr(scaled, name, max(1, -(-limit // self._num_instances)))
+            await self.local.put_tenant(scaled)
+            self._local_gens[tenant.id] = tenant.gen
+        if await self.local.get_key(key.digest) is None:
+            await self.local.put_key(key)
+
+    async def _replay_settlements(self) -> None:
+        while self._pending:
+            settlement = self._pending[0]
+            try:
+                await self.primary.settle(settlement)
+            except StoreUnavailable as exc:
+                self._mark_down(exc)
+                return
+            self._pending.popleft()
+            self._metrics.settle_pending.set(len(self._pending))
+
+    # ---- admin: straight to Redis (an admin change must reach every instance, so it cannot fall back) -------
+    async def put_tenant(self, tenant: Tenant) -> Tenant:
+        return await self.primary.put_tenant(tenant)
+
+    async def delete_tenant(self, tenant_id: str) -> bool:
+        return await self.primary.delete_tenant(tenant_id)
+
+    async def list_tenants(self) -> list[Tenant]:
+        return await self.primary.list_tenants()
+
+    async def put_key(self, key: ApiKey) -> None:
+        await self.primary.put_key(key)
+
+    async def list_keys(self, tenant_id: str) -> list[ApiKey]:
+        return await self.primary.list_keys(tenant_id)
+
+    async def usage(self, tenant_id: str, days: list[str]) -> dict[str, dict[str, int]]:
+        return await self.primary.usage(tenant_id, days)

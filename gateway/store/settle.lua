@@ -1,0 +1,39 @@
+-- Settlement: actual tokens replace the reservation. Mirrors MemoryStore.settle.
+-- KEYS: 1 tenant hash, 2 key hash, 3-4 tenant buckets (input, output), 5-6 key buckets, 7 in-flight zset,
+--       8 spent hash, 9 usage hash of the admission's day
+-- ARGV: 1 request id, 2 reserved in, 3 reserved out, 4 actual in, 5 actual out, 6 day, 7 month, 8 model, 9 key id
+redis.call('ZREM', KEYS[7], ARGV[1])
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local tenant = redis.call('HMGET', KEYS[1], 'input_tpm', 'output_tpm')
+local key = redis.call('HMGET', KEYS[2], 'input_tpm', 'output_tpm')
+local actual_in, actual_out = tonumber(ARGV[4]), tonumber(ARGV[5])
+local refund_in, refund_out = tonumber(ARGV[2]) - actual_in, tonumber(ARGV[3]) - actual_out
+
+-- A refund fills the bucket up to its capacity; an extra charge may leave it in debt down to -limit.
+local function adjust(bucket, limit, delta)
+  limit = tonumber(limit or '0') or 0
+  if limit <= 0 or delta == 0 then return end
+  local state = redis.call('HMGET', bucket, 'v', 't')
+  local level = limit
+  if state[1] then level = math.min(limit, tonumber(state[1]) + (now - tonumber(state[2])) * limit / 60000) end
+  level = math.max(-limit, math.min(limit, level + delta))
+  redis.call('HSET', bucket, 'v', tostring(level), 't', now)
+  redis.call('PEXPIRE', bucket, 130000)
+end
+adjust(KEYS[3], tenant[1], refund_in)
+adjust(KEYS[4], tenant[2], refund_out)
+adjust(KEYS[5], key[1], refund_in)
+adjust(KEYS[6], key[2], refund_out)
+local refund = refund_in + refund_out
+if refund ~= 0 then
+  redis.call('HINCRBY', KEYS[8], 'd:' .. ARGV[6], -refund)
+  redis.call('HINCRBY', KEYS[8], 'm:' .. ARGV[7], -refund)
+end
+for _, prefix in ipairs({'', 'model:' .. ARGV[8] .. ':', 'key:' .. ARGV[9] .. ':'}) do
+  redis.call('HINCRBY', KEYS[9], prefix .. 'requests', 1)
+  redis.call('HINCRBY', KEYS[9], prefix .. 'input_tokens', actual_in)
+  redis.call('HINCRBY', KEYS[9], prefix .. 'output_tokens', actual_out)
+end
+redis.call('EXPIRE', KEYS[9], 400 * 86400)
+return 1

@@ -1,0 +1,91 @@
+"""A small OpenAI-compatible upstream for gateway tests: a real Starlette app served on loopback.
+
+Behaviour is steered per request by an extra body field the gateway passes through untouched:
+    "fake": {"tokens": 5, "usage": true, "die_after": 2, "delay_s": 0.5, "status": 500, "chunk_delay_s": 0.05,
+             "prompt_tokens": 7}
+Every request body it receives is kept in `received`; streams the client abandoned are counted in `cancelled`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+TOKEN = "tok "
+
+
+class FakeUpstream:
+    def __init__(self):
+        self.received: list[dict] = []
+        self.headers: list[dict] = []
+        self.cancelled = 0
+        self.app = Starlette(routes=[
+            Route("/v1/chat/completions", self.chat, methods=["POST"]),
+            Route("/v1/completions", self.completions, methods=["POST"]),
+            Route("/v1/models", self.models, methods=["GET"]),
+            Route("/health", lambda r: JSONResponse({"ok": True}), methods=["GET"]),
+        ])
+
+    async def models(self, request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [{"id": "fake", "object": "model"}]})
+
+    async def chat(self, request: Request) -> Response:
+        return await self._answer(request, chat=True)
+
+    async def completions(self, request: Request) -> Response:
+        return await self._answer(request, chat=False)
+
+    async def _answer(self, request: Request, chat: bool) -> Response:
+        body = await request.json()
+        self.received.append(body)
+        self.headers.append(dict(request.headers))
+        fake = body.get("fake") or {}
+        if fake.get("delay_s"):
+            await asyncio.sleep(fake["delay_s"])
+        if fake.get("status"):
+            error = {"error": {"message": "fake failure", "type": "server_error", "param": None, "code": None}}
+            return JSONResponse(error, status_code=fake["status"])
+        num_tokens = int(fake.get("tokens", body.get("max_tokens") or 3))
+        usage = {"prompt_tokens": int(fake.get("prompt_tokens", 11)), "completion_tokens": num_tokens,
+                 "total_tokens": int(fake.get("prompt_tokens", 11)) + num_tokens}
+        with_usage = fake.get("usage", True)
+        if not body.get("stream"):
+            text = TOKEN * num_tokens
+            choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
+                      if chat else {"index": 0, "text": text, "finish_reason": "length"})
+            out = {"id": "cmpl-fake", "object": "chat.completion" if chat else "text_completion",
+                   "created": int(time.time()), "model": body.get("model"), "choices": [choice]}
+            if with_usage:
+                out["usage"] = usage
+            return JSONResponse(out)
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage")) and with_usage
+        return StreamingResponse(self._stream(body, chat, num_tokens, usage, include_usage, fake),
+                                 media_type="text/event-stream")
+
+    async def _stream(self, body, chat, num_tokens, usage, include_usage, fake):
+        kind = "chat.completion.chunk" if chat else "text_completion"
+        try:
+            for i in range(num_tokens):
+                if fake.get("die_after") is not None and i == fake["die_after"]:
+                    raise RuntimeError("fake upstream dies mid-stream")
+                choice = {"index": 0, "delta": {"content": TOKEN}, "finish_reason": None} if chat else {
+                    "index": 0, "text": TOKEN, "finish_reason": None}
+                chunk = {"id": "cmpl-fake", "object": kind, "created": 0, "model": body.get("model"),
+                         "choices": [choice]}
+                yield f"data: {json.dumps(chunk)}\n\n"
+                if fake.get("chunk_delay_s"):
+                    await asyncio.sleep(fake["chunk_delay_s"])
+            if include_usage:
+                chunk = {"id": "cmpl-fake", "object": kind, "created": 0, "model": body.get("model"), "choices": [],
+                         "usage": usage}
+                yield f"data: {json.dumps(chunk)}\n\n"
+            yield "data: [DONE]\n\n"
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise

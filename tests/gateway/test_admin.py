@@ -1,0 +1,144 @@
+"""The admin API and CLI: round trips, validation, and changes that take effect on the next request on every
+gateway instance sharing the Redis."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import pytest
+
+from gateway import admin_cli
+from tests.gateway.conftest import ADMIN_TOKEN, PREFIX, REDIS_URL, Admin, gateway_config, serve_gateway
+
+CHAT = [{"role": "user", "content": "hi"}]
+
+
+def chat(gw, key: str, **extra) -> httpx.Response:
+    return httpx.post(gw.url + "/v1/chat/completions", headers={"authorization": f"Bearer {key}"}, timeout=30,
+                      json={"model": "tiny", "messages": CHAT, "max_tokens": 1, **extra})
+
+
+@pytest.fixture(scope="module")
+def pair(fake, tokenizer_dir, clean_redis):
+    """Two gateway instances sharing one Redis key space."""
+    config = gateway_config([fake.url], tokenizer_dir, REDIS_URL, prefix=PREFIX + "admin-pair:")
+    with serve_gateway(config) as one, serve_gateway(config) as two:
+        yield one, two, Admin(one.url)
+
+
+def test_tenant_round_trip(pair):
+    _, _, admin = pair
+    http = admin.http
+    tenant = admin.tenant("acme-rt", rpm=10, models=["tiny"], isolate_cache=True)
+    assert http.get(f"/tenants/{tenant}").json()["rpm"] == 10
+    assert http.post("/tenants", json={"id": tenant}).status_code == 409
+    updated = http.patch(f"/tenants/{tenant}", json={"rpm": 20, "daily_tokens": 5000}).json()
+    assert (updated["rpm"], updated["daily_tokens"], updated["models"]) == (20, 5000, ["tiny"])
+    assert tenant in [t["id"] for t in http.get("/tenants").json()["data"]]
+    assert http.delete(f"/tenants/{tenant}").json()["deleted"] is True
+    assert http.get(f"/tenants/{tenant}").status_code == 404
+
+
+@pytest.mark.parametrize("body", [{"id": "bad id!"}, {"id": "x1", "rpm": -1}, {"id": "x2", "rpm": "many"},
+                                  {"id": "x3", "nonsense": 1}, {"id": "x4", "models": "tiny"},
+                                  {"id": "x5", "isolate_cache": "yes"}])
+def test_tenant_validation(pair, body):
+    _, _, admin = pair
+    response = admin.http.post("/tenants", json=body)
+    assert response.status_code == 400 and response.json()["error"]["message"]
+
+
+def test_admin_auth(pair):
+    one, _, _ = pair
+    assert httpx.get(one.url + "/admin/v1/tenants").status_code == 401
+    assert httpx.get(one.url + "/admin/v1/tenants", headers={"authorization": "Bearer wrong"}).status_code == 401
+
+
+def test_keys_issue_list_revoke_rotate_expire(pair):
+    one, two, admin = pair
+    http = admin.http
+    tenant = admin.tenant()
+    issued = http.post(f"/tenants/{tenant}/keys", json={"name": "dev", "rpm": 5}).json()
+    key, key_id = issued["key"], issued["key_id"]
+    listed = http.get(f"/tenants/{tenant}/keys").json()["data"]
+    assert [k["key_id"] for k in listed] == [key_id] and "key" not in listed[0] and "digest" not in listed[0]
+    assert chat(one, key).status_code == 200 and chat(two, key).status_code == 200
+
+    rotated = http.post(f"/tenants/{tenant}/keys/{key_id}/rotate", json={}).json()
+    assert rotated["key"] != key and rotated["rpm"] == 5 and rotated["name"] == "dev"
+    assert chat(one, key).status_code == 401 and chat(two, key).status_code == 401  # the next request, both
+    assert chat(one, rotated["key"]).status_code == 200
+
+    assert http.post(f"/tenants/{tenant}/keys/{rotated['key_id']}/revoke").json()["revoked"] is True
+    assert chat(two, rotated["key"]).status_code == 401
+
+    short = http.post(f"/tenants/{tenant}/keys", json={"ttl_s": 0.5}).json()
+    assert chat(one, short["key"]).status_code == 200
+    time.sleep(0.6)
+    assert chat(one, short["key"]).status_code == 401
+    assert http.post(f"/tenants/{tenant}/keys/k_nothing/revoke").status_code == 404
+
+
+def test_rotation_with_grace(pair):
+    one, _, admin = pair
+    tenant = admin.tenant()
+    issued = admin.http.post(f"/tenants/{tenant}/keys", json={}).json()
+    rotated = admin.http.post(f"/tenants/{tenant}/keys/{issued['key_id']}/rotate", json={"grace_s": 60}).json()
+    assert chat(one, issued["key"]).status_code == 200  # still inside its grace period
+    assert chat(one, rotated["key"]).status_code == 200
+
+
+def test_limit_changes_apply_on_the_next_request_everywhere(pair):
+    one, two, admin = pair
+    tenant = admin.tenant(rpm=1000)
+    key = admin.key(tenant)
+    assert chat(one, key).status_code == 200 and chat(two, key).status_code == 200  # both have it cached
+    admin.http.patch(f"/tenants/{tenant}", json={"models": ["other"]})
+    assert chat(one, key).status_code == 403 and chat(two, key).status_code == 403
+    admin.http.patch(f"/tenants/{tenant}", json={"models": [], "max_tokens_unknown": 1})  # rejected: 400
+    admin.http.patch(f"/tenants/{tenant}", json={"models": [], "output_tpm": 5})
+    assert chat(one, key, max_tokens=6).status_code == 429 and chat(two, key, max_tokens=6).status_code == 429
+    admin.http.patch(f"/tenants/{tenant}", json={"output_tpm": 0, "isolate_cache": True})
+    assert chat(two, key, max_tokens=6).status_code == 200
+    admin.http.delete(f"/tenants/{tenant}")
+    assert chat(one, key).status_code == 401 and chat(two, key).status_code == 401
+
+
+def test_usage_report(pair):
+    one, two, admin = pair
+    tenant = admin.tenant()
+    key = admin.key(tenant)
+    chat(one, key, fake={"tokens": 2, "prompt_tokens": 5})
+    chat(two, key, fake={"tokens": 3, "prompt_tokens": 5})
+    deadline = time.monotonic() + 10
+    while admin.usage(tenant)["requests"] < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    day = admin.usage(tenant)
+    assert (day["requests"], day["input_tokens"], day["output_tokens"]) == (2, 10, 5)
+    assert day["by_model"] == {"tiny": {"requests": 2, "input_tokens": 10, "output_tokens": 5}}
+    assert list(day["by_key"].values()) == [{"requests": 2, "input_tokens": 10, "output_tokens": 5}]
+    assert admin.http.get(f"/tenants/{tenant}/usage?days=0").status_code == 400
+
+
+def test_cli_round_trip(pair, capsys):
+    one, _, _ = pair
+    base = ["--url", one.url, "--token", ADMIN_TOKEN]
+    assert admin_cli.main(base + ["tenants", "create", "cli-t", "--set", "rpm=7", "--set", "models=tiny,x",
+                                  "--set", "isolate_cache=true"]) == 0
+    created = json.loads(capsys.readouterr().out)
+    assert (created["rpm"], created["models"], created["isolate_cache"]) == (7, ["tiny", "x"], True)
+    assert admin_cli.main(base + ["keys", "create", "cli-t", "--name", "ops", "--ttl-s", "3600"]) == 0
+    key = json.loads(capsys.readouterr().out)
+    assert key["key"].startswith("sk-sg-") and key["expires_at"] > time.time()
+    response = chat(one, key["key"])
+    assert response.status_code == 200, response.text
+    assert admin_cli.main(base + ["keys", "revoke", "cli-t", key["key_id"]]) == 0
+    capsys.readouterr()
+    assert chat(one, key["key"]).status_code == 401
+    assert admin_cli.main(base + ["usage", "cli-t"]) == 0
+    assert json.loads(capsys.readouterr().out)["tenant"] == "cli-t"
+    assert admin_cli.main(base + ["tenants", "get", "nobody"]) == 1
+    assert "404" in capsys.readouterr().err
+    assert admin_cli.main(base + ["tenants", "delete", "cli-t"]) == 0

@@ -1,0 +1,342 @@
+"""The OpenAI edge through a real gateway to a fake upstream, on both stores: errors and their bodies and
+headers, streaming pass-through, usage handling, and settlement whatever ends the request."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import openai
+import pytest
+
+from tests.gateway.conftest import serve_gateway, gateway_config, wait_until
+from tests.gateway.servers import free_port
+
+CHAT = [{"role": "user", "content": "hello there"}]
+
+
+def post(gw, key: str | None, body, path: str = "/v1/chat/completions", headers: dict | None = None,
+         **kwargs) -> httpx.Response:
+    headers = {**(headers or {}), **({"authorization": f"Bearer {key}"} if key else {})}
+    content = body if isinstance(body, (bytes, str)) else json.dumps(body)
+    return httpx.post(gw.url + path, content=content, headers=headers, timeout=30, **kwargs)
+
+
+def assert_openai_error(response: httpx.Response, status: int, code: str | None = None) -> dict:
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["message"]
+    if code is not None:
+        assert error["code"] == code
+    return error
+
+
+def client(gw, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=gw.url + "/v1", api_key=key, max_retries=0, timeout=30)
+
+
+def test_chat_and_completions_with_headers(gateway, fake):
+    admin = gateway.admin
+    key = admin.key(admin.tenant(rpm=100, input_tpm=100_000, output_tpm=10_000))
+    raw = client(gateway, key).chat.completions.with_raw_response.create(model="tiny", messages=CHAT, max_tokens=5)
+    assert raw.parse().choices[0].message.content == "tok " * 5
+    assert raw.headers["x-ratelimit-limit-requests"] == "100"
+    assert raw.headers["x-ratelimit-remaining-requests"] == "99"
+    assert raw.headers["x-ratelimit-limit-tokens"] == "110000"
+    assert int(raw.headers["x-ratelimit-remaining-output-tokens"]) == 10_000 - 5
+    assert raw.headers["x-ratelimit-reset-requests"].endswith(("ms", "s"))
+    done = client(gateway, key).completions.create(model="tiny", prompt=["a b", "c"], max_tokens=3)
+    assert done.choices[0].text == "tok " * 3
+
+
+def test_streaming_headers_and_usage_stripped_unless_asked(gateway, fake):
+    admin = gateway.admin
+    key = admin.key(admin.tenant(rpm=100))
+    with client(gateway, key).chat.completions.with_streaming_response.create(
+            model="tiny", messages=CHAT, max_tokens=4, stream=True) as response:
+        assert response.headers["x-ratelimit-remaining-requests"] == "99"  # sent before the first byte
+        chunks = [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: {")]
+    assert [c["choices"][0]["delta"]["content"] for c in chunks] == ["tok "] * 4
+    assert all(c.get("usage") is None for c in chunks)
+    assert fake.received[-1]["stream_options"] == {"include_usage": True}  # the gateway asked for it anyway
+    wait_until(lambda: admin.usage(admin.http.get("/tenants").json()["data"][-1]["id"]) is not None)
+
+    stream = client(gateway, key).chat.completions.create(model="tiny", messages=CHAT, max_tokens=3, stream=True,
+                                                          stream_options={"include_usage": True})
+    last = list(stream)[-1]
+    assert last.usage.completion_tokens == 3 and last.choices == []
+
+
+def test_usage_is_settled(gateway, fake):
+    admin = gateway.admin
+    tenant = admin.tenant(output_tpm=1000)
+    key = admin.key(tenant)
+    client(gateway, key).chat.completions.create(model="tiny", messages=CHAT, max_tokens=7,
+                                                 extra_body={"fake": {"tokens": 2, "prompt_tokens": 13}})
+    usage = wait_until(lambda: (u := admin.usage(tenant))["requests"] == 1 and u)
+    assert (usage["input_tokens"], usage["output_tokens"]) == (13, 2)
+    assert usage["by_model"]["tiny"]["output_tokens"] == 2
+    raw = client(gateway, key).chat.completions.with_raw_response.create(model="tiny", messages=CHAT, max_tokens=1)
+    # 7 reserved, 2 used: the refund is visible in the next request's headers
+    assert int(raw.headers["x-ratelimit-remaining-output-tokens"]) >= 1000 - 2 - 1
+
+
+def test_without_upstream_usage_the_gateway_counts(gateway, fake, tokenizer_dir):
+    from tokenizers import Tokenizer
+
+    rust = Tokenizer.from_file(f"{tokenizer_dir}/tokenizer.json")
+    admin = gateway.admin
+    tenant = admin.tenant()
+    key = admin.key(tenant)
+    list(client(gateway, key).chat.completions.create(model="tiny", messages=CHAT, max_tokens=6, stream=True,
+                                                      extra_body={"fake": {"usage": False}}))
+    client(gateway, key).completions.create(model="tiny", prompt="abc", max_tokens=3,
+                                            extra_body={"fake": {"usage": False}})
+    usage = wait_until(lambda: (u := admin.usage(tenant))["requests"] == 2 and u)
+    # the delivered text, counted with the model's tokenizer
+    expected = len(rust.encode("tok " * 6, add_special_tokens=False).ids)
+    expected += len(rust.encode("tok " * 3, add_special_tokens=False).ids)
+    assert usage["output_tokens"] == expected
+    assert usage["input_tokens"] > 0
+
+
+def test_401(gateway):
+    assert_openai_error(post(gateway, None, {"model": "tiny", "messages": CHAT}), 401)
+    error = assert_openai_error(post(gateway, "sk-sg-nope", {"model": "tiny", "messages": CHAT}), 401,
+                                "invalid_api_key")
+    assert error["type"] == "invalid_request_error"
+    with pytest.raises(openai.AuthenticationError):
+        client(gateway, "sk-sg-wrong").chat.completions.create(model="tiny", messages=CHAT)
+
+
+def test_403_404(gateway):
+    admin = gateway.admin
+    key = admin.key(admin.tenant(models=["other"]))
+    assert_openai_error(post(gateway, key, {"model": "tiny", "messages": CHAT}), 403, "model_not_allowed")
+    assert_openai_error(post(gateway, key, {"model": "nope", "messages": CHAT}), 404, "model_not_found")
+    models = httpx.get(gateway.url + "/v1/models", headers={"authorization": f"Bearer {key}"}).json()
+    assert models["data"] == []
+    open_key = admin.key(admin.tenant())
+    assert [m.id for m in client(gateway, open_key).models.list()] == ["tiny"]
+
+
+def test_429_rate_limit_body_and_headers(gateway):
+    admin = gateway.admin
+    key = admin.key(admin.tenant(rpm=2))
+    for _ in range(2):
+        assert post(gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 1}).status_code == 200
+    response = post(gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 1})
+    error = assert_openai_error(response, 429, "rate_limit_exceeded")
+    assert error["type"] == "requests"
+    assert int(response.headers["retry-after"]) >= 1
+    again = post(gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 1})  # the local pre-check
+    assert_openai_error(again, 429, "rate_limit_exceeded")
+    with pytest.raises(openai.RateLimitError):
+        client(gateway, key).chat.completions.create(model="tiny", messages=CHAT)
+
+
+def test_429_tokens_and_too_large(gateway):
+    admin = gateway.admin
+    key = admin.key(admin.tenant(output_tpm=10, input_tpm=100_000))
+    response = post(gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 11})
+    error = assert_openai_error(response, 429, "rate_limit_exceeded")
+    assert error["type"] == "tokens" and "max_tokens" in error["message"]
+    assert response.headers["x-ratelimit-limit-output-tokens"] == "10"
+    assert post(gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 8}).status_code == 200
+    response = post(gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 8})
+    assert_openai_error(response, 429, "rate_limit_exceeded")
+    assert "retry-after" in response.headers
+
+
+def test_429_insufficient_quota(gateway):
+    admin = gateway.admin
+    key = admin.key(admin.tenant(daily_tokens=50))
+    response = post(gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 100})
+    error = assert_openai_error(response, 429, "insufficient_quota")
+    assert error["type"] == "insufficient_quota" and "retry-after" in response.headers
+
+
+@pytest.mark.parametrize("body, param", [
+    (b"{not json", None),
+    (b"[1, 2]", None),
+    ({"messages": CHAT}, "model"),
+    ({"model": "tiny"}, "messages"),
+    ({"model": "tiny", "messages": []}, "messages"),
+    ({"model": "tiny", "messages": ["hi"]}, "messages[0]"),
+    ({"model": "tiny", "messages": CHAT, "max_tokens": 0}, "max_tokens"),
+    ({"model": "tiny", "messages": CHAT, "max_tokens": "5"}, "max_tokens"),
+    ({"model": "tiny", "messages": CHAT, "stream": "yes"}, "stream"),
+    ({"model": "tiny", "messages": CHAT, "n": 1000}, "n"),
+    ({"model": "tiny", "messages": CHAT, "max_tokens": 100_000}, "messages"),
+])
+def test_400_names_the_parameter(local_gateway, body, param):
+    admin = local_gateway.admin
+    key = admin.key(admin.tenant())
+    error = assert_openai_error(post(local_gateway, key, body), 400)
+    assert error["param"] == param
+    if body == {"model": "tiny", "messages": CHAT, "max_tokens": 100_000}:
+        assert error["code"] == "context_length_exceeded"
+
+
+def test_completion_prompt_validation(local_gateway):
+    admin = local_gateway.admin
+    key = admin.key(admin.tenant())
+    for prompt in (None, 5, [], [1.5], [[]], [-1], ["a", 3]):
+        error = assert_openai_error(post(local_gateway, key, {"model": "tiny", "prompt": prompt},
+                                         "/v1/completions"), 400)
+        assert error["param"] == "prompt"
+    ok = post(local_gateway, key, {"model": "tiny", "prompt": [[1, 2, 3], [4]], "max_tokens": 2}, "/v1/completions")
+    assert ok.status_code == 200
+
+
+def test_garbage_never_500(local_gateway):
+    admin = local_gateway.admin
+    key = admin.key(admin.tenant())
+    bodies = [b"", b"null", b"\xff\xfe", b'{"model": null}', b'{"model": "tiny", "messages": [{"role": 1}]}',
+              b'{"model": "tiny", "messages": [{"role": "user", "content": 5}]}',
+              b'{"model": "tiny", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}',
+              b'{"model": "tiny", "messages": [{"role": "user"}], "stream_options": 3}',
+              b'{"model": "tiny", "messages": [{"role": "user", "content": "x"}], "tools": "x"}',
+              b'{"model": ["tiny"], "prompt": "x"}', b'{"model": "tiny", "prompt": "x", "best_of": -1}']
+    for path in ("/v1/chat/completions", "/v1/completions"):
+        for body in bodies:
+            response = post(local_gateway, key, body, path)
+            assert response.status_code < 500, (path, body, response.text)
+            if response.status_code != 200:
+                assert_openai_error(response, response.status_code)
+    assert_openai_error(httpx.get(local_gateway.url + "/v1/chat/completions"), 405)
+    assert_openai_error(httpx.get(local_gateway.url + "/v2/nothing"), 404)
+
+
+def test_upstream_5xx_is_502_and_not_charged(gateway, fake):
+    admin = gateway.admin
+    tenant = admin.tenant(output_tpm=100)
+    key = admin.key(tenant)
+    response = post(gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 50, "fake": {"status": 500}})
+    assert_openai_error(response, 502, "upstream_error")
+    response = post(gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 50, "fake": {"status": 503}})
+    assert_openai_error(response, 503)
+    assert "retry-after" in response.headers
+    response = post(gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 50, "fake": {"status": 400}})
+    assert_openai_error(response, 400)
+    usage = wait_until(lambda: (u := admin.usage(tenant))["requests"] == 3 and u)
+    assert usage["input_tokens"] == usage["output_tokens"] == 0
+    # every reservation came back: a request needing the whole minute is admitted
+    assert post(gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 98}).status_code == 200
+
+
+def test_upstream_dies_mid_stream(gateway, fake, tokenizer_dir):
+    from tokenizers import Tokenizer
+
+    rust = Tokenizer.from_file(f"{tokenizer_dir}/tokenizer.json")
+    admin = gateway.admin
+    tenant = admin.tenant()
+    key = admin.key(tenant)
+    stream = client(gateway, key).chat.completions.create(
+        model="tiny", messages=CHAT, max_tokens=10, stream=True, extra_body={"fake": {"die_after": 3}})
+    received = []
+    with pytest.raises(openai.APIError):
+        for chunk in stream:
+            received.append(chunk.choices[0].delta.content)
+    assert received == ["tok "] * 3
+    usage = wait_until(lambda: (u := admin.usage(tenant))["requests"] == 1 and u)
+    # charged what was delivered ("tok " x 3 in this tokenizer), not the 10 reserved
+    assert usage["output_tokens"] == len(rust.encode("tok " * 3, add_special_tokens=False).ids)
+
+
+def test_client_disconnect_mid_stream_settles_and_cancels_upstream(gateway, fake):
+    admin = gateway.admin
+    tenant = admin.tenant(max_concurrent=1)
+    key = admin.key(tenant)
+    cancelled_before = fake.cancelled
+    body = {"model": "tiny", "messages": CHAT, "max_tokens": 200, "stream": True,
+            "fake": {"tokens": 200, "chunk_delay_s": 0.02}}
+    with httpx.stream("POST", gateway.url + "/v1/chat/completions", json=body, timeout=30,
+                      headers={"authorization": f"Bearer {key}"}) as response:
+        lines = response.iter_lines()
+        for _ in range(3):
+            next(lines)
+    usage = wait_until(lambda: (u := admin.usage(tenant))["requests"] == 1 and u)
+    assert 1 <= usage["output_tokens"] < 200
+    wait_until(lambda: fake.cancelled > cancelled_before)
+    # the concurrency slot came back
+    assert post(gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 1}).status_code == 200
+
+
+def test_upstream_timeout_is_504(fake, tokenizer_dir):
+    config = gateway_config([fake.url], tokenizer_dir, upstream={"read_timeout_s": 0.3})
+    with serve_gateway(config) as gw:
+        from tests.gateway.conftest import Admin
+
+        admin = Admin(gw.url)
+        key = admin.key(admin.tenant())
+        response = post(gw, key, {"model": "tiny", "messages": CHAT, "fake": {"delay_s": 2}})
+        assert_openai_error(response, 504, "upstream_timeout")
+
+
+def test_dead_replica_is_retried_on_another(fake, tokenizer_dir):
+    dead = f"http://127.0.0.1:{free_port()}"
+    with serve_gateway(gateway_config([dead, fake.url], tokenizer_dir)) as gw:
+        from tests.gateway.conftest import Admin
+
+        admin = Admin(gw.url)
+        key = admin.key(admin.tenant())
+        for _ in range(4):  # round robin puts half of them on the dead one first
+            assert post(gw, key, {"model": "tiny", "messages": CHAT, "max_tokens": 1}).status_code == 200
+    with serve_gateway(gateway_config([dead], tokenizer_dir)) as gw:
+        admin = Admin(gw.url)
+        key = admin.key(admin.tenant())
+        assert_openai_error(post(gw, key, {"model": "tiny", "messages": CHAT}), 502, "upstream_error")
+
+
+def test_isolated_tenant_gets_its_cache_salt(local_gateway, fake):
+    admin = local_gateway.admin
+    isolated = admin.key(admin.tenant("iso-tenant", isolate_cache=True))
+    shared = admin.key(admin.tenant())
+    post(local_gateway, isolated, {"model": "tiny", "messages": CHAT, "max_tokens": 1})
+    assert fake.received[-1]["cache_salt"] == "iso-tenant"
+    post(local_gateway, shared, {"model": "tiny", "messages": CHAT, "max_tokens": 1, "cache_salt": "iso-tenant"})
+    assert fake.received[-1]["cache_salt"] != "iso-tenant"  # no client can borrow another tenant's salt
+    post(local_gateway, shared, {"model": "tiny", "messages": CHAT, "max_tokens": 1})
+    assert "cache_salt" not in fake.received[-1]
+
+
+def test_health_and_metrics(gateway):
+    assert httpx.get(gateway.url + "/health").json()["status"] == "ok"
+    metrics = httpx.get(gateway.url + "/metrics").text
+    for name in ("sluicegate_requests_total", "sluicegate_tokens_total", "sluicegate_ratelimit_rejections_total",
+                 "sluicegate_redis_up"):
+        assert name in metrics
+
+
+def test_client_never_waits_forever_for_a_reply(local_gateway):
+    """A slow upstream with a fast client timeout: the gateway still settles (no leaked concurrency slot)."""
+    admin = local_gateway.admin
+    tenant = admin.tenant(max_concurrent=1)
+    key = admin.key(tenant)
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(local_gateway.url + "/v1/chat/completions", timeout=0.2, headers={"authorization": f"Bearer {key}"},
+                   json={"model": "tiny", "messages": CHAT, "fake": {"delay_s": 1.0}})
+    wait_until(lambda: admin.usage(tenant)["requests"] == 1)
+    assert post(local_gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 1}).status_code == 200
+
+
+def test_trace_spans_and_traceparent_to_the_upstream(local_gateway, fake):
+    from sluicegate import tracing
+
+    exporter = tracing.install_in_memory_exporter()
+    try:
+        admin = local_gateway.admin
+        key = admin.key(admin.tenant())
+        client_parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        response = post(local_gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 1},
+                        headers={"traceparent": client_parent})
+        assert response.status_code == 200
+        spans = wait_until(lambda: (s := exporter.get_finished_spans()) and any(
+            x.name == "gateway.request" for x in s) and s)
+    finally:
+        tracing.set_tracer_provider(None)
+    trace_id = "0af7651916cd43dd8448eb211c80319c"  # the client's: the gateway continues its trace
+    names = {span.name for span in spans if format(span.context.trace_id, "032x") == trace_id}
+    assert {"gateway.request", "auth", "tokenize", "admission", "route", "upstream", "stream"} <= names
+    assert fake.headers[-1]["traceparent"].split("-")[1] == trace_id  # the engine continues the same trace

@@ -1,0 +1,67 @@
+"""Config validation: errors name the field, the value and the fix; the shipped config files load."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway import cli
+from gateway.config import ConfigError, config_from_dict, load_config
+from gateway.seed import seed_tenants
+from gateway.store.memory import MemoryStore
+from gateway.tenants import digest_key
+
+GOOD = {"models": {"tiny": {"replicas": ["http://127.0.0.1:8100"]}}}
+
+
+@pytest.mark.parametrize("raw, fragment", [
+    ({}, "models"),
+    ({"models": {"tiny": {"replicas": []}}}, "models.tiny.replicas"),
+    ({"models": {"tiny": {"replicas": ["ftp://x"]}}}, "models.tiny.replicas[0]"),
+    ({"models": {"tiny": {"replicas": ["http://a"], "tokenizr": "x"}}}, "unknown keys ['tokenizr']"),
+    ({"models": {"tiny": {"replicas": ["http://a"], "tokenizer": "/no/such/dir"}}}, "models.tiny.tokenizer"),
+    ({**GOOD, "redis": {"failure_mode": "fail_sideways"}}, "redis.failure_mode"),
+    ({**GOOD, "redis": {"socket_timeout_s": 0}}, "redis.socket_timeout_s"),
+    ({**GOOD, "num_instances": -2}, "num_instances"),
+])
+def test_bad_config_names_the_field(raw, fragment):
+    with pytest.raises(ConfigError) as info:
+        config_from_dict(raw)
+    assert fragment in str(info.value)
+
+
+def test_replica_forms_and_router_view():
+    config = config_from_dict({"models": {"tiny": {
+        "replicas": ["http://a:1/", {"name": "b", "url": "http://b:2", "kv_events": False}],
+        "routing": {"policy": "round_robin"}}}})
+    assert config.models["tiny"].replicas == (("tiny-0", "http://a:1"), ("b", "http://b:2"))
+    assert config.routing_models["tiny"] == {
+        "replicas": [{"name": "tiny-0", "url": "http://a:1"}, {"name": "b", "url": "http://b:2", "kv_events": False}],
+        "routing": {"policy": "round_robin"}}
+
+
+def test_shipped_config_loads(tmp_path, monkeypatch, tokenizer_dir):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "tiny").symlink_to(tokenizer_dir)
+    (tmp_path / "config").mkdir()
+    for name in ("gateway.yaml", "tenants.yaml"):
+        (tmp_path / "config" / name).write_text(open(f"config/{name}").read())
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    config = load_config("config/gateway.yaml")
+    assert config.redis.url is None and config.tenants_seed == "config/tenants.yaml"
+    assert [name for name, _ in config.models["tiny"].replicas] == ["engine-0", "engine-1"]
+    store = MemoryStore()
+    assert asyncio.run(seed_tenants(store, config.tenants_seed)) == 2  # the demo tenant and its key
+    assert asyncio.run(seed_tenants(store, config.tenants_seed)) == 0  # seeding again creates nothing
+    demo = asyncio.run(store.get_tenant("demo"))
+    assert demo.rpm == 600 and asyncio.run(store.get_key(digest_key("sk-sg-demo-local-dev"))).tenant_id == "demo"
+
+
+def test_cli_refuses_a_bad_config(tmp_path, capsys):
+    bad = tmp_path / "gateway.yaml"
+    bad.write_text("models: {tiny: {replicas: []}}\n")
+    assert cli.main(["--config", str(bad)]) == 2
+    assert "models.tiny.replicas" in capsys.readouterr().err
+    assert cli.main(["--config", str(tmp_path / "missing.yaml")]) == 2

@@ -1,0 +1,95 @@
+"""Redis unreachable or slow (DESIGN.md): fail_open keeps serving on local buckets at limit / instances,
+fail_closed answers 503, both recover by themselves; a paused Redis never hangs a request; a flushed script
+cache is reloaded (NOSCRIPT)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.gateway.conftest import Admin, gateway_config, serve_gateway, wait_until
+from tests.gateway.redis_process import RedisProcess
+
+CHAT = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture
+def own_redis(tmp_path):
+    server = RedisProcess(str(tmp_path)).start()
+    yield server
+    server.stop()
+
+
+def chat(gw, key: str) -> httpx.Response:
+    # the client timeout only detects a hang; Redis calls are bounded at 0.2 s by the gateway
+    return httpx.post(gw.url + "/v1/chat/completions", headers={"authorization": f"Bearer {key}"}, timeout=20,
+                      json={"model": "tiny", "messages": CHAT, "max_tokens": 1})
+
+
+def redis_state(gw) -> str:
+    return httpx.get(gw.url + "/health").json()["redis"]
+
+
+def test_fail_open_serves_on_local_buckets_and_recovers(fake, tokenizer_dir, own_redis):
+    config = gateway_config([fake.url], tokenizer_dir, own_redis.url, num_instances=2)
+    with serve_gateway(config) as gw:
+        admin = Admin(gw.url)
+        key = admin.key(admin.tenant(rpm=6))
+        ok = chat(gw, key)
+        assert ok.status_code == 200 and ok.headers["x-ratelimit-limit-requests"] == "6"
+
+        own_redis.kill()
+        served = [chat(gw, key) for _ in range(5)]
+        assert [r.status_code for r in served[:3]] == [200, 200, 200]  # rpm 6 / 2 instances, locally
+        assert served[0].headers["x-ratelimit-limit-requests"] == "3"
+        assert served[-1].status_code == 429
+        assert redis_state(gw) == "down"
+        metrics = httpx.get(gw.url + "/metrics").text
+        assert 'sluicegate_redis_fallbacks_total{mode="fail_open",op="admit"}' in metrics
+
+        own_redis.start()
+        wait_until(lambda: chat(gw, key).headers.get("x-ratelimit-limit-requests") == "6")
+        assert redis_state(gw) == "up"
+
+
+def test_fail_closed_answers_503_and_recovers(fake, tokenizer_dir, own_redis):
+    config = gateway_config([fake.url], tokenizer_dir, own_redis.url, redis={"failure_mode": "fail_closed"})
+    with serve_gateway(config) as gw:
+        admin = Admin(gw.url)
+        key = admin.key(admin.tenant())
+        assert chat(gw, key).status_code == 200
+        own_redis.kill()
+        refused = chat(gw, key)
+        assert refused.status_code == 503 and "retry-after" in refused.headers
+        assert refused.json()["error"]["code"] == "service_unavailable"
+        assert chat(gw, key).status_code == 503
+        assert httpx.get(gw.url + "/admin/v1/tenants", headers=admin.http.headers).status_code == 503
+        own_redis.start()
+        wait_until(lambda: chat(gw, key).status_code == 200)
+
+
+def test_paused_redis_never_hangs_a_request(fake, tokenizer_dir, own_redis):
+    config = gateway_config([fake.url], tokenizer_dir, own_redis.url)
+    with serve_gateway(config) as gw:
+        admin = Admin(gw.url)
+        key = admin.key(admin.tenant())
+        assert chat(gw, key).status_code == 200
+        own_redis.pause()
+        try:
+            assert [chat(gw, key).status_code for _ in range(3)] == [200, 200, 200]  # bounded, then fail_open
+            assert redis_state(gw) == "down"
+        finally:
+            own_redis.resume()
+        wait_until(lambda: chat(gw, key).status_code == 200 and redis_state(gw) == "up")
+
+
+def test_flushed_scripts_are_reloaded(fake, tokenizer_dir, own_redis):
+    config = gateway_config([fake.url], tokenizer_dir, own_redis.url)
+    with serve_gateway(config) as gw:
+        admin = Admin(gw.url)
+        key = admin.key(admin.tenant(rpm=100))
+        assert chat(gw, key).status_code == 200
+        own_redis.client().script_flush()
+        response = chat(gw, key)
+        assert response.status_code == 200 and response.headers["x-ratelimit-remaining-requests"] == "98"
+        assert redis_state(gw) == "up"
