@@ -99,6 +99,8 @@ class GatewayConfig:
     trace_sample_ratio: float = 1.0
     request_lease_s: float = 900.0
     """A request counts against max_concurrent at most this long, so a crashed gateway cannot leak slots."""
+    guardrails: dict | None = None
+    """{engine: GuardrailsConfig fields, policies: {name: GuardrailPolicy fields}}; None: guardrails off."""
 
 
 def _positive(name: str, value: Any, kind: type = float) -> Any:
@@ -197,7 +199,18 @@ def config_from_dict(raw: dict) -> GatewayConfig:
         request_lease_s=_positive("request_lease_s", raw.get("request_lease_s", 900.0)),
         otlp_endpoint=raw.get("otlp_endpoint"),
         trace_sample_ratio=float(raw.get("trace_sample_ratio", 1.0)),
+        guardrails=_guardrails(raw.get("guardrails")),
     )
+
+
+def _guardrails(raw) -> dict | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not set(raw) <= {"engine", "policies"}:
+        raise ConfigError(f"guardrails must be a mapping with `engine` and `policies`, got {raw!r}")
+    if not isinstance(raw.get("policies") or {}, dict):
+        raise ConfigError("guardrails.policies must map policy names to policy settings")
+    return raw
 
 
 def load_config(path: str | Path) -> GatewayConfig:

@@ -10,7 +10,8 @@ import secrets
 
 from gateway.auth import AuthCache
 from gateway.config import GatewayConfig
-from gateway.hooks import NoHooks, RequestHooks
+from gateway.guardrail_wiring import build_hooks
+from gateway.hooks import RequestHooks
 from gateway.metrics import GatewayMetrics
 from gateway.routing.base import Router
 from gateway.seed import seed_tenants
@@ -52,7 +53,7 @@ class Gateway:
         self.auth = AuthCache(self.store)
         self.router = router or load_router(config, self.metrics)
         self.upstreams = UpstreamPool(config.upstream)
-        self.hooks = hooks or NoHooks()
+        self.hooks = hooks or build_hooks(config.guardrails, self.metrics.registry)
         self.tokenizers: dict[str, PromptTokenizer] = {}
         self.denied_until: dict[str, float] = {}  # key digest -> monotonic s (the local pre-check)
         self._tasks: set[asyncio.Task] = set()

@@ -1,0 +1,29 @@
+"""Builds the request hooks from the gateway config's `guardrails` section (NoHooks when there is none).
+
+    guardrails:
+      engine: {pii_engine: fast}                # guardrails.config.GuardrailsConfig fields
+      policies:                                 # tenants name one of these in their `guardrails` field ("off": none)
+        strict: {pii_action: redact, output_pii_action: redact, injection_action: block}
+
+guardrails/ is imported only here and only when the section exists, so a gateway without guardrails never loads
+Presidio or spaCy.
+"""
+
+from __future__ import annotations
+
+from gateway.errors import invalid_request
+from gateway.hooks import NoHooks, RequestHooks
+
+
+def build_hooks(section: dict | None, metrics_registry) -> RequestHooks:
+    if not section:
+        return NoHooks()
+    from guardrails import GuardrailPolicy, Guardrails, GuardrailsConfig
+    from guardrails.gateway_hooks import GuardrailHooks
+    from guardrails.metrics import GuardrailMetrics
+
+    engine = Guardrails(GuardrailsConfig.from_dict(section.get("engine")), GuardrailMetrics(metrics_registry))
+    policies = {name: GuardrailPolicy.from_dict(raw) for name, raw in (section.get("policies") or {}).items()}
+    return GuardrailHooks(
+        engine, policies, on_block=lambda blocked: invalid_request(str(blocked), code="content_policy_violation")
+    )
