@@ -46,6 +46,8 @@ class EngineConfig:
     """'auto' (Triton on CUDA, torch elsewhere), 'torch' or 'triton'."""
     enforce_eager: bool = False
     """Disable CUDA graphs for decode steps."""
+    cuda_graph_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+    """Decode batch sizes captured as CUDA graphs; a step is padded up to the next one (larger ones run eagerly)."""
     speculative_method: str | None = None
     """Speculative decoding: None (off), 'ngram' (prompt lookup) or 'draft' (a smaller model, speculative_model)."""
     speculative_model: str | None = None

@@ -14,6 +14,7 @@ import torch
 from engine.attention import PagedAttention, attention_ops
 from engine.block_pool import BlockPool
 from engine.config import EngineConfig
+from engine.cuda_graphs import DecodeGraphRunner
 from engine.detokenizer import IncrementalDetokenizer
 from engine.errors import ContextLengthError, RequestError, RequestTooLargeError
 from engine.kv_cache import KVCache, kv_budget_bytes, num_blocks_for_budget
@@ -69,6 +70,11 @@ class LLMEngine:
         self.counters = EngineStats(num_blocks_total=num_blocks)
         self.scheduler = Scheduler(config, self.kv, self.counters)
         self.runner = ModelRunner(model, self.kv_cache, self.block_size, self.device)
+        if self.device.type == "cuda" and not config.enforce_eager:
+            self.runner.graph_runner = DecodeGraphRunner(
+                model, self.kv_cache, -(-self.max_model_len // self.block_size), config.cuda_graph_sizes,
+                self.device, use_graphs=True,
+            )  # fmt: skip
         self.sampler = Sampler(self.device, config.seed)
         self.speculator = self._build_speculator(config, num_blocks) if config.speculative_method else None
         self.requests: dict[str, Request] = {}

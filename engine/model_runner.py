@@ -33,6 +33,7 @@ class ModelRunner:
         self.kv_cache = kv_cache
         self.block_size = block_size
         self.device = device
+        self.graph_runner = None  # a DecodeGraphRunner, set by the engine on CUDA (cuda_graphs.py)
 
     def execute(
         self, scheduled: list[tuple[Sequence, int]], drafts: dict[int, list[int]] | None = None
@@ -42,7 +43,10 @@ class ModelRunner:
         drafts: seq_id -> draft tokens appended after that sequence's scheduled token; every one of its positions
         gets a logits row, for verification."""
         inputs = self.prepare(scheduled, drafts or {})
-        hidden = self.model.forward(inputs.input_ids, inputs.positions, self.kv_cache.layers, inputs.meta)
+        if self.graph_runner is not None and self.graph_runner.can_run(inputs):
+            hidden = self.graph_runner.run(inputs)
+        else:
+            hidden = self.model.forward(inputs.input_ids, inputs.positions, self.kv_cache.layers, inputs.meta)
         if not inputs.sample_seqs:
             return hidden.new_empty((0, self.model.spec.vocab_size), dtype=torch.float32), inputs
         return self.model.compute_logits(hidden[inputs.logit_indices]), inputs
