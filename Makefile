@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install run test bench-engine clean
+.PHONY: install run test clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
