@@ -81,6 +81,7 @@ class KVCache:
     def _swap(src_layers, dst_layers, src_ids: list[int], dst_ids: list[int]) -> None:
         src_index = torch.tensor(src_ids, device=src_layers[0][0].device)
         dst_index = torch.tensor(dst_ids, device=dst_layers[0][0].device)
+        # Blocking copies: the device blocks are reused as soon as this returns, so the data must have landed.
         for (src_k, src_v), (dst_k, dst_v) in zip(src_layers, dst_layers):
-            dst_k[dst_index] = src_k[src_index].to(dst_k.device, non_blocking=True)
-            dst_v[dst_index] = src_v[src_index].to(dst_v.device, non_blocking=True)
+            dst_k[dst_index] = src_k[src_index].to(dst_k.device)
+            dst_v[dst_index] = src_v[src_index].to(dst_v.device)

@@ -133,6 +133,9 @@ class LLMEngine:
         if request_id in self.requests:
             raise RequestError(f"request id {request_id!r} is already in use", param="request_id")
         self._validate_prompt(prompt_token_ids)
+        if any(t >= self.spec.vocab_size for t in params.stop_token_ids):
+            raise RequestError(f"stop_token_ids must be below the vocabulary size {self.spec.vocab_size}",
+                               param="stop_token_ids")
         max_tokens = self._resolve_max_tokens(len(prompt_token_ids), params)
         request = Request(request_id, list(prompt_token_ids), params, cache_salt, max_tokens=max_tokens)
         if arrival_time is not None:
@@ -186,6 +189,8 @@ class LLMEngine:
             if not seq.is_finished:
                 self._finish(seq, "abort")
         self.scheduler.remove_finished()
+        if self.speculator is not None:
+            self.speculator.finish(request_id)
 
     def has_unfinished_requests(self) -> bool:
         return bool(self.requests)
@@ -207,6 +212,7 @@ class LLMEngine:
             plain_logits, plain_seqs, spec_logits, spec_seqs = _split_rows(logits, inputs, drafts)
             touched = self._sample_and_append(plain_logits, plain_seqs)
             touched += self._verify_and_append(spec_logits, spec_seqs, drafts)
+            touched = list({r.request_id: r for r in touched}.values())  # siblings can take both paths
         else:
             touched = self._sample_and_append(logits, inputs.sample_seqs)
         self.scheduler.remove_finished()

@@ -135,7 +135,9 @@ class Scheduler:
             cached = self.kv.find_cached_prefix(seq)
             num_cached_tokens = len(cached) * self.kv.block_size
             num_new = seq.num_tokens - num_cached_tokens
-            if not chunked and num_new > budget:
+            # Without chunked prefill a prompt runs whole; a preempted sequence (prompt + output) may have outgrown
+            # the budget, so it is chunked rather than left to block the queue forever.
+            if not chunked and num_new > budget and seq.num_output_tokens == 0:
                 break
             num_new = min(num_new, budget, self.chunk_limit)
             if not self.kv.allocate_slots(seq, num_new, cached, reserve_blocks=self.watermark_blocks):

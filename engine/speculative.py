@@ -120,7 +120,8 @@ class Speculator:
     def _eligible(self, seq: Sequence) -> bool:
         params = seq.request.params
         return (
-            seq.num_computed_tokens == seq.num_tokens - 1
+            seq.request.forked  # its siblings (n > 1) fork on the plain sampling path, at the end of the prompt
+            and seq.num_computed_tokens == seq.num_tokens - 1
             and not params.has_penalties
             and params.logprobs is None
             and seq.num_output_tokens >= params.min_tokens

@@ -65,7 +65,12 @@ async def admit(gw, kind: str, scope, receive) -> Admitted:
     with stage("admission"):
         admission = await gw.store.admit(request, tenant, key)
     if admission.reason != base.UNAUTHORIZED and admission.tenant_gen != tenant.gen:
-        tenant = await gw.auth.refresh_tenant(tenant.id)
+        try:
+            tenant = await gw.auth.refresh_tenant(tenant.id)
+        except BaseException:
+            if admission.ok:  # the store took the reservation: give it back, or it leaks until the lease ends
+                gw.spawn(gw.store.settle(_nothing_used(request, admission), admission.store))
+            raise
     headers = ratelimit_headers(admission.buckets)
     if not admission.ok:
         _refused(gw, key, tenant, admission)
@@ -74,6 +79,11 @@ async def admit(gw, kind: str, scope, receive) -> Admitted:
         raise error
     headers.append((b"x-request-id", request_id.encode()))
     return Admitted(parsed, raw, model, prompt, key, tenant, admission, request_id, headers)
+
+
+def _nothing_used(request: AdmitRequest, admission) -> base.Settlement:
+    return base.Settlement(request.tenant_id, request.digest, request.model, request.request_id,
+                           request.prompt_tokens, admission.reserved_out, 0, 0, admission.day, admission.month)
 
 
 def _precheck(gw, key: ApiKey, tenant: Tenant) -> None:

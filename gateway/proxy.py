@@ -182,10 +182,11 @@ class CompletionsEndpoint:
         flight.usage = usage if isinstance(usage, dict) else None
         if flight.usage is None:
             flight.completion_text = "".join(choice_texts(obj, streaming=False))
-        data = await self._gw.hooks.check_output(a.tenant, self._kind, data)
+        # The replica answered: it is healthy and the tenant used its tokens, even if the output check blocks.
         flight.outcome, flight.status = OK, response.status
-        await send_bytes(send, response.status, data, [JSON, *a.headers])
         flight.delivered_any = True
+        data = await self._gw.hooks.check_output(a.tenant, self._kind, data)
+        await send_bytes(send, response.status, data, [JSON, *a.headers])
         self._gw.metrics.child(self._gw.metrics.ttft, a.parsed.model).observe(time.perf_counter() - started)
 
     async def _relay_stream(self, a: Admitted, flight: Flight, send, started: float) -> None:
@@ -232,6 +233,7 @@ class CompletionsEndpoint:
             return
         a.settled = True
         gw = self._gw
+        gw.spawn(self._settle(a, flight))  # first: nothing below may keep the reservation from being settled
         if flight.response is not None:
             if flight.outcome == OK:
                 flight.response.release()  # read to the end: the connection goes back to the pool
@@ -240,7 +242,6 @@ class CompletionsEndpoint:
         if flight.route is not None:
             gw.router.release(flight.route, flight.outcome)
         gw.count_request(a.tenant.id, a.parsed.model, flight.status or 500)
-        gw.spawn(self._settle(a, flight))
 
     async def _settle(self, a: Admitted, flight: Flight) -> None:
         gw = self._gw

@@ -32,6 +32,7 @@ from engine.server.metrics import ServerMetrics
 logger = logging.getLogger(__name__)
 
 _STOP = object()
+IDLE_BACKOFF_S = 0.001
 
 
 @dataclass
@@ -141,6 +142,11 @@ class AsyncEngine:
     async def stop(self, timeout_s: float = 10.0) -> None:
         self._commands.put(_STOP)
         await asyncio.to_thread(self._thread.join, timeout_s)
+        # Whatever the drain did not finish gets an error now rather than waiting forever.
+        error = EngineUnavailableError()
+        for stream in {stream for stream, _ in self._streams.values()}:
+            stream.fail(error)
+        self._streams.clear()
 
     @property
     def alive(self) -> bool:
@@ -268,7 +274,10 @@ class AsyncEngine:
                     if command is _STOP:
                         return
                     num_added += self._apply(command)
+                steps_before = self.engine.counters.num_steps_total
                 outputs = self.engine.step() if self.engine.has_unfinished_requests() else []
+                if not outputs and not num_added and self.engine.counters.num_steps_total == steps_before:
+                    time.sleep(IDLE_BACKOFF_S)  # work exists but nothing could run: do not spin the loop
                 # stats() is updated in place by later steps: hand the loop a copy.
                 stats = copy.copy(self.engine.stats())
                 self._call_loop(self._deliver, outputs, self._take_events(), stats, num_added)

@@ -132,3 +132,21 @@ def test_bad_requests_fail_clearly(tiny_model_dir, llm):
         small.engine.add_request("never-fits", [5] * 40, SamplingParams(max_tokens=40))
     assert "can never run" in str(err.value)
     assert not llm.engine.has_unfinished_requests() and not small.engine.has_unfinished_requests()
+
+
+def test_stop_token_ids_beyond_the_vocabulary_are_refused(llm):
+    with pytest.raises(RequestError) as err:
+        llm.engine.add_request("bad-stop", [5, 6], SamplingParams(min_tokens=1, stop_token_ids=[10**9]))
+    assert err.value.param == "stop_token_ids"
+    assert not llm.engine.has_unfinished_requests()
+
+
+def test_preempted_sequence_outgrowing_the_budget_still_runs_without_chunked_prefill(tiny_model_dir):
+    """With chunked prefill off, a preempted sequence comes back as prompt + output, which can exceed the step
+    budget; it must be chunked rather than block the queue forever."""
+    llm = LLM(tiny_model_dir, enable_chunked_prefill=False, max_num_batched_tokens=40, max_num_seqs=4,
+              num_kv_blocks=8)  # fmt: skip
+    prompts = [[10 + i] * 30 for i in range(4)]
+    outs = llm.generate(prompts, SamplingParams(temperature=0.0, max_tokens=30, ignore_eos=True))
+    assert all(len(o.outputs[0].token_ids) == 30 for o in outs)
+    assert llm.engine.stats().num_preemptions_total > 0

@@ -87,3 +87,18 @@ def test_adaptive_controller_turns_speculation_off_when_drafts_fail(arch_model_d
     steps_with_drafts = llm.engine.speculator.stats.num_drafts_total / len(prompts)
     assert all(len(o.outputs[0].token_ids) == 60 for o in outs)
     assert steps_with_drafts < 30, f"speculated in {steps_with_drafts:.0f} of ~60 steps despite low acceptance"
+
+
+@pytest.mark.parametrize("prompt_len", [1, 17, 40])
+def test_n_greater_than_one_with_speculation(prompt_len, arch_model_dirs):
+    """A prompt whose first step is already a one-token "decode" (a 1-token prompt, or 16 of 17 tokens cached)
+    must still fork its siblings; every greedy sibling then equals the plain greedy output."""
+    model_dir = arch_model_dirs["llama"]
+    prompt = [7 + (i % 5) for i in range(prompt_len)]
+    plain = LLM(model_dir).generate([prompt], GREEDY)[0].outputs[0].token_ids
+    llm = LLM(model_dir, speculative_method="draft", speculative_model=model_dir, speculative_adaptive=False)
+    llm.generate([prompt[:16]], SamplingParams(temperature=0.0, max_tokens=1))  # cache the first block
+    params = SamplingParams(n=3, temperature=0.0, max_tokens=24, ignore_eos=True)
+    out = llm.generate([prompt], params)[0]
+    assert [c.token_ids for c in out.outputs] == [plain] * 3
+    assert llm.engine.stats().num_blocks_free == llm.engine.stats().num_blocks_total
