@@ -1,0 +1,387 @@
+"""`sluicegate up`: the local stack in one command: a gateway and two engine replicas as child processes.
+
+    .sluicegate/
+      up.lock            held (flock) while a stack runs; holds its pid and gateway URL, so a second `up` says so
+      models/tiny/       the tiny offline model, made on first run
+      gateway.yaml       the generated gateway config (replicas on free loopback ports)
+      tenants.yaml       the demo tenant and its key, seeded into the gateway at start
+      logs/*.log         each child's output
+
+Quotas live in the gateway's in-process store unless REDIS_URL is set. Ctrl-C (or SIGTERM) stops the gateway
+first, then the replicas together, each with SIGTERM and a bounded wait before SIGKILL. Children run in their own session
+(a terminal's Ctrl-C reaches only this supervisor, which stops them in order) and get SIGTERM from the kernel if
+the supervisor dies without cleaning up, so no replica outlives it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+MODEL_NAME = "tiny"
+DEMO_TENANT = "demo"
+NUM_REPLICAS = 2
+STOP_TIMEOUT_S = 15.0
+# Tiny model, fp32 on CPU: 512 bytes of KV per token, so 64 MiB holds 131k tokens per replica.
+REPLICA_KV_CACHE_BYTES = 64 << 20
+
+
+class UpError(Exception):
+    """The stack cannot start; the message says why and what to do."""
+
+
+@dataclass
+class Child:
+    name: str
+    process: subprocess.Popen
+    log_path: Path
+    health_url: str
+
+
+@dataclass
+class Stack:
+    """Filled in as it starts, so that whatever has started is stopped if a later step fails."""
+
+    gateway_url: str = ""
+    api_key: str = ""
+    children: list[Child] = field(default_factory=list)
+
+
+def _kill_with_parent() -> None:
+    """preexec_fn: the kernel sends SIGTERM to the child when the supervisor dies, even by SIGKILL (Linux)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Fail before starting anything rather than after the replicas have loaded."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise UpError(f"cannot listen on {host}:{port} ({exc.strerror}); pass --port N (0 picks a free port)")
+
+
+class StackLock:
+    """An exclusive flock on state_dir/up.lock: released by the kernel however this process ends."""
+
+    def __init__(self, state_dir: Path):
+        self.path = state_dir / "up.lock"
+        self._file = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(self.path, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # the holder wrote its pid right after taking the lock
+            handle.seek(0)
+            holder = handle.read().strip()
+            handle.close()
+            info = json.loads(holder) if holder.startswith("{") else {}
+            raise UpError(
+                f"already running (pid {info.get('pid', '?')}, gateway {info.get('gateway_url', '?')});"
+                f" stop it with Ctrl-C in its terminal or `kill {info.get('pid', '<pid>')}`"
+            ) from None
+        self._file = handle
+        self.record("starting")
+
+    def record(self, gateway_url: str) -> None:
+        self._file.seek(0)
+        self._file.truncate()
+        self._file.write(json.dumps({"pid": os.getpid(), "gateway_url": gateway_url}))
+        self._file.flush()
+
+    def release(self) -> None:
+        if self._file is not None:
+            self._file.seek(0)
+            self._file.truncate()
+            self._file.close()
+            self._file = None
+
+
+def ensure_model(model_dir: Path, log_dir: Path) -> None:
+    """Written to a side folder and renamed when complete, so an interrupted first run never leaves half a model."""
+    if model_dir.is_dir():
+        return
+    print(f"making the tiny model in {model_dir} (first run only) ...", flush=True)
+    partial_dir = model_dir.with_name(model_dir.name + ".partial")
+    shutil.rmtree(partial_dir, ignore_errors=True)
+    log_path = log_dir / "make-tiny-model.log"
+    with open(log_path, "wb") as log:
+        # Its own session, like the other children: a Ctrl-C now stops the stack once the model is written.
+        result = subprocess.run(_sluicegate("make-tiny-model", str(partial_dir)), stdout=log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=_kill_with_parent)
+    if result.returncode != 0:
+        raise UpError(f"making the tiny model failed; see {log_path}")
+    partial_dir.rename(model_dir)
+
+
+def _sluicegate(*args: str) -> list[str]:
+    return [sys.executable, "-m", "sluicegate.cli", *args]
+
+
+def write_gateway_files(state_dir: Path, host: str, port: int, model_dir: Path, replica_urls: list[str],
+                        api_key: str) -> Path:
+    """The gateway config and the demo tenant's seed (see docs/operations.md for every field)."""
+    seed_path = state_dir / "tenants.yaml"
+    seed = {
+        "tenants": [{
+            "id": DEMO_TENANT,
+            "rpm": 600,
+            "input_tpm": 200_000,
+            "output_tpm": 100_000,
+            "max_concurrent": 16,
+            "models": [MODEL_NAME],
+            "keys": [{"key": api_key, "name": "sluicegate up demo key"}],
+        }]
+    }
+    seed_path.write_text(yaml.safe_dump(seed, sort_keys=False))
+    config_path = state_dir / "gateway.yaml"
+    config = {
+        "host": host,
+        "port": port,
+        "tenants_seed": str(seed_path),
+        "redis": {"url_env": "REDIS_URL"},
+        "router": "gateway.routing.factory:build_router",  # prefix-affinity routing on the replicas' KV events
+        "models": {MODEL_NAME: {
+            "tokenizer": str(model_dir),
+            "replicas": [{"name": f"engine-{i}", "url": url} for i, url in enumerate(replica_urls)],
+            "block_size": 16,
+        }},
+    }
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return config_path
+
+
+def start_child(name: str, argv: list[str], log_dir: Path, health_url: str, env: dict[str, str]) -> Child:
+    log_path = log_dir / f"{name}.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                   start_new_session=True, preexec_fn=_kill_with_parent)
+    return Child(name, process, log_path, health_url)
+
+
+def wait_healthy(children: list[Child], timeout_s: float, stop: threading.Event) -> None:
+    deadline = time.monotonic() + timeout_s
+    pending = list(children)
+    while pending:
+        for child in list(pending):
+            if child.process.poll() is not None:
+                raise UpError(f"{child.name} exited with status {child.process.returncode} while starting:\n"
+                              f"{_tail(child.log_path)}")
+            if _answers(child.health_url):
+                pending.remove(child)
+        if stop.is_set():
+            raise KeyboardInterrupt
+        if pending and time.monotonic() > deadline:
+            names = ", ".join(c.name for c in pending)
+            raise UpError(f"{names} not healthy after {timeout_s:.0f}s; logs: {pending[0].log_path.parent}")
+        if pending:
+            stop.wait(0.25)
+
+
+def wait_routable(stack: Stack, timeout_s: float, stop: threading.Event) -> None:
+    """The gateway's /health does not say whether its router has seen a healthy replica yet (its probes run every
+    few seconds): one real completion through it, retried while it answers 503, proves the whole path works."""
+    body = json.dumps({"model": MODEL_NAME, "prompt": "ready?", "max_tokens": 1}).encode()
+    request = urllib.request.Request(f"{stack.gateway_url}/v1/completions", data=body, headers={
+        "Authorization": f"Bearer {stack.api_key}", "Content-Type": "application/json"})
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                if response.status == 200:
+                    return
+        except urllib.error.HTTPError as exc:
+            if exc.code != 503:
+                raise UpError(f"a first request through the gateway failed: HTTP {exc.code} {exc.read()[:300]!r}")
+        except (urllib.error.URLError, OSError):
+            pass
+        if stop.is_set():
+            raise KeyboardInterrupt
+        if time.monotonic() > deadline:
+            logs = stack.children[0].log_path.parent
+            raise UpError(f"the gateway found no healthy replica within {timeout_s:.0f}s; logs: {logs}")
+        stop.wait(0.25)
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _tail(path: Path, num_lines: int = 20) -> str:
+    lines = path.read_text(errors="replace").splitlines()[-num_lines:]
+    return "\n".join(f"    {line}" for line in lines)
+
+
+def stop_children(children: list[Child]) -> None:
+    """The gateway first, so nothing new reaches a replica; then every replica at once (each drains on SIGTERM)."""
+    _terminate([c for c in children if c.name == "gateway"])
+    _terminate([c for c in children if c.name != "gateway"])
+
+
+def _terminate(group: list[Child]) -> None:
+    """SIGTERM to the group, then SIGKILL to whatever still runs STOP_TIMEOUT_S later."""
+    for child in group:
+        if child.process.poll() is None:
+            child.process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    for child in group:
+        try:
+            child.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.process.kill()
+            child.process.wait()
+
+
+def replica_args(model_dir: Path, port: int) -> list[str]:
+    """`sluicegate engine` flags of one replica: CPU, a small KV pool, a short drain so Ctrl-C is quick."""
+    return ["--model", str(model_dir), "--port", str(port), "--device", "cpu",
+            "--kv-cache-memory-bytes", str(REPLICA_KV_CACHE_BYTES), "--drain-timeout-s", "5", "--log-level", "warning"]
+
+
+def start_stack(args: argparse.Namespace, state_dir: Path, stop: threading.Event, stack: Stack) -> None:
+    gateway_port = args.port or free_port(args.host)
+    check_port_free(args.host, gateway_port)
+    log_dir = state_dir / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    model_dir = state_dir / "models" / MODEL_NAME
+    ensure_model(model_dir, log_dir)
+
+    client_host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
+    stack.gateway_url = gateway_url = f"http://{client_host}:{gateway_port}"
+    stack.api_key = api_key = os.environ.get("SLUICEGATE_DEMO_KEY") or "sk-sg-demo-" + secrets.token_urlsafe(24)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.setdefault("SLUICEGATE_ADMIN_TOKEN", "sk-admin-" + secrets.token_hex(16))
+
+    replica_urls = []
+    for i in range(NUM_REPLICAS):
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        argv = _sluicegate("engine", *replica_args(model_dir, port))
+        stack.children.append(start_child(f"engine-{i}", argv, log_dir, f"{url}/health", env))
+        replica_urls.append(url)
+    config_path = write_gateway_files(state_dir, args.host, gateway_port, model_dir, replica_urls, api_key)
+    gateway = start_child("gateway", _sluicegate("gateway", "--config", str(config_path)), log_dir,
+                          f"{gateway_url}/health", env)
+    stack.children.insert(0, gateway)
+    started_s = time.monotonic()
+    wait_healthy(stack.children, args.startup_timeout_s, stop)
+    wait_routable(stack, args.startup_timeout_s - (time.monotonic() - started_s), stop)
+
+
+def banner(stack: Stack, state_dir: Path) -> str:
+    base_url = f"{stack.gateway_url}/v1"
+    # The URL may carry a password: say where the setting comes from, not what it is.
+    store = "Redis (REDIS_URL)" if os.environ.get("REDIS_URL") else "in-process (set REDIS_URL for Redis)"
+    replicas = ", ".join(c.health_url.removesuffix("/health") for c in stack.children if c.name.startswith("engine"))
+    body = json.dumps({"model": MODEL_NAME, "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 32})
+    return f"""
+Sluicegate is up. Ctrl-C stops it.
+  gateway   {base_url}
+  model     {MODEL_NAME} on {NUM_REPLICAS} replicas: {replicas}
+  quotas    {store}
+  tenant    {DEMO_TENANT}
+  api key   {stack.api_key}
+  logs      {state_dir / 'logs'}
+
+curl {base_url}/chat/completions \\
+  -H "Authorization: Bearer {stack.api_key}" -H "Content-Type: application/json" \\
+  -d '{body}'
+
+python - <<'EOF'
+from openai import OpenAI
+client = OpenAI(base_url="{base_url}", api_key="{stack.api_key}")
+messages = [{{"role": "user", "content": "Hello!"}}]
+reply = client.chat.completions.create(model="{MODEL_NAME}", messages=messages, max_tokens=32)
+print(reply.choices[0].message.content)
+EOF
+"""
+
+
+def supervise(stack: Stack, stop: threading.Event) -> int:
+    """Until Ctrl-C/SIGTERM (0) or a child dying on its own (1)."""
+    while not stop.wait(0.5):
+        for child in stack.children:
+            if child.process.poll() is not None:
+                print(f"\n{child.name} exited with status {child.process.returncode}; stopping the stack.\n"
+                      f"{_tail(child.log_path)}", file=sys.stderr, flush=True)
+                return 1
+    return 0
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="sluicegate up", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--host", default="127.0.0.1", help="gateway address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="gateway port (default 8000; 0 picks a free one)")
+    parser.add_argument("--state-dir", default=".sluicegate",
+                        help="lock, models, configs and logs (default .sluicegate)")
+    parser.add_argument("--startup-timeout-s", type=float, default=180.0,
+                        help="wait this long for every process to be healthy (default 180)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    state_dir = Path(args.state_dir).resolve()
+    lock = StackLock(state_dir)
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    stack = Stack()
+    try:
+        lock.acquire()
+        start_stack(args, state_dir, stop, stack)
+        lock.record(stack.gateway_url)
+        print(banner(stack, state_dir), flush=True)
+        status = supervise(stack, stop)
+    except UpError as exc:
+        print(f"sluicegate up: {exc}", file=sys.stderr, flush=True)
+        status = 1
+    except KeyboardInterrupt:
+        status = 0
+    finally:
+        if stack.children:
+            print("stopping ...", flush=True)
+            stop_children(stack.children)
+        lock.release()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if stack.children:
+        print("stopped.", flush=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
