@@ -34,6 +34,8 @@ from engine.server.kv_events import KVEventHub
 from engine.server.metrics import CONTENT_TYPE, ServerMetrics
 from engine.server.request_context import RequestContextMiddleware, context_of
 from engine.server.tokenization import Tokenization
+from sluicegate import tracing
+from sluicegate.tracing import TracingMiddleware
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +91,10 @@ def create_app(llm_engine, config: ServerConfig, on_fatal: Callable[[BaseExcepti
 
     app = Starlette(
         routes=_routes(),
-        middleware=[Middleware(RequestContextMiddleware)],
+        middleware=[
+            Middleware(TracingMiddleware, scope_name="engine", span_name=tracing.ENGINE_REQUEST),
+            Middleware(RequestContextMiddleware),
+        ],
         exception_handlers={APIError: _api_error, HTTPException: _http_error, Exception: _internal_error},
         lifespan=lifespan,
     )

@@ -22,16 +22,21 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
+from opentelemetry import context as otel_context
+
 from engine.errors import RequestError
 from engine.outputs import RequestOutput
 from engine.sampling_params import SamplingParams
 from engine.server.errors import EngineUnavailableError, InternalServerError, OverloadedError, from_request_error
 from engine.server.kv_events import KVEventHub, SequencedEvent, Snapshot
 from engine.server.metrics import ServerMetrics
+from sluicegate import tracing
 
 logger = logging.getLogger(__name__)
 
 _STOP = object()
+# Engine stamps are time.monotonic(); spans want wall-clock nanoseconds.
+_MONOTONIC_TO_EPOCH_NS = time.time_ns() - time.monotonic_ns()
 IDLE_BACKOFF_S = 0.001
 
 
@@ -67,6 +72,9 @@ class OutputStream:
         self._queue: asyncio.Queue = asyncio.Queue()
         self._num_unfinished = len(request_ids)
         self._last_token_time_s: list[float | None] = [None] * len(request_ids)
+        # The HTTP request's span (TracingMiddleware keeps it current in the handler that creates this stream):
+        # queue / prefill / decode spans are recorded under it when each engine request finishes.
+        self.trace_context = otel_context.get_current() if tracing.enabled() else None
 
     def put(self, prompt_index: int, output: RequestOutput, now_s: float) -> None:
         self._observe(prompt_index, output, now_s)
@@ -104,6 +112,19 @@ class OutputStream:
                 self._metrics.queue_s.observe(max(0.0, output.first_scheduled_time - output.arrival_time))
             for choice in output.outputs:
                 self._metrics.request_finished(choice.finish_reason or "abort")
+            if self.trace_context is not None:
+                _record_stage_spans(output, self.trace_context)
+
+
+def _record_stage_spans(output: RequestOutput, parent) -> None:
+    """queue: arrival -> first scheduled; prefill: -> first token; decode: -> finished (engine monotonic stamps)."""
+    stamps = [output.arrival_time, output.first_scheduled_time, output.first_token_time, output.finished_time]
+    to_ns = _MONOTONIC_TO_EPOCH_NS
+    attributes = {"sluicegate.engine_request_id": output.request_id,
+                  "sluicegate.cached_prompt_tokens": output.num_cached_tokens}
+    for name, start, end in zip(tracing.ENGINE_STAGES, stamps, stamps[1:]):
+        if start is not None and end is not None:
+            tracing.record_span("engine", name, int(start * 1e9) + to_ns, int(end * 1e9) + to_ns, parent, attributes)
 
 
 class AsyncEngine:

@@ -26,6 +26,7 @@ import uvicorn
 from engine.config import EngineConfig
 from engine.server.app import create_app
 from engine.server.config import ServerConfig
+from sluicegate import tracing
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     from engine.llm_engine import LLMEngine
 
     llm_engine = LLMEngine(engine_config)
+    # OTLP export when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set; tracing stays off otherwise.
+    tracing.configure_tracing(tracing.TracingConfig("sluicegate-engine"))
     logger.info("serving %s on http://%s:%d", llm_engine.model_name, server_config.host, server_config.port)
     return serve(llm_engine, server_config)
 
