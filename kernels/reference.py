@@ -114,11 +114,21 @@ def paged_prefill_attention(
     out = torch.empty_like(query)
     starts = query_start_loc.tolist()
     lens = seq_lens.tolist()
-    # One SDPA call per sequence: prefill chunks are few per step and long, so the loop is per chunk, not per token.
+    # Short query runs over a longer context (speculative verification: k + 1 queries) come in batches of equal
+    # length; they are attended together, like decodes, instead of one SDPA call each.
+    short: dict[int, list[int]] = {}
+    for s, seq_len in enumerate(lens):
+        q_len = starts[s + 1] - starts[s]
+        if 1 < q_len <= _SHORT_QUERY_TOKENS and q_len < seq_len:
+            short.setdefault(q_len, []).append(s)
+    for q_len, rows in short.items():
+        _short_query_group(query, key_cache, value_cache, block_tables, seq_lens, starts, scale, q_len, rows, out)
+    batched = {s for rows in short.values() for s in rows}
+    # One SDPA call per remaining sequence: prefill chunks are few per step and long, so the loop is per chunk.
     for s, seq_len in enumerate(lens):
         q_start, q_end = starts[s], starts[s + 1]
         q_len = q_end - q_start
-        if q_len == 0:
+        if q_len == 0 or s in batched:
             continue
         slots = _context_slots(block_tables[s : s + 1], seq_len, block_size)[0]  # [L]
         keys = flat_k[slots].transpose(0, 1).to(query.dtype)  # [Hkv, L, D]
@@ -135,3 +145,33 @@ def paged_prefill_attention(
         )
         out[q_start:q_end] = o.transpose(0, 1)
     return out
+
+
+_SHORT_QUERY_TOKENS = 16
+
+
+def _short_query_group(query, key_cache, value_cache, block_tables, seq_lens, starts, scale, q_len, rows, out) -> None:
+    """G sequences with q_len queries each (their last q_len positions), causal over their whole context."""
+    block_size, num_kv_heads, head_dim = key_cache.shape[1], key_cache.shape[2], key_cache.shape[3]
+    num_q_heads = query.shape[1]
+    device = query.device
+    index = torch.tensor(rows, device=device)
+    group_lens = seq_lens[index].to(device).long()  # [G]
+    num_blocks = -(-int(group_lens.max()) // block_size)
+    span = num_blocks * block_size
+    block_ids = block_tables[index, :num_blocks].to(torch.int64).reshape(-1)
+    keys = key_cache.index_select(0, block_ids).view(len(rows), span, num_kv_heads, head_dim)
+    values = value_cache.index_select(0, block_ids).view(len(rows), span, num_kv_heads, head_dim)
+    token_rows = torch.tensor([starts[s] + i for s in rows for i in range(q_len)], device=device)  # [G * q]
+    q = query[token_rows].view(len(rows), q_len, num_q_heads, head_dim).transpose(1, 2)  # [G, Hq, q, D]
+    q_pos = group_lens[:, None] - q_len + torch.arange(q_len, device=device)[None, :]  # [G, q]
+    mask = torch.arange(span, device=device)[None, None, :] <= q_pos[:, :, None]  # [G, q, L]
+    o = F.scaled_dot_product_attention(
+        q,
+        keys.transpose(1, 2).to(query.dtype),  # [G, Hkv, L, D]
+        values.transpose(1, 2).to(query.dtype),
+        attn_mask=mask[:, None],
+        scale=scale,
+        enable_gqa=num_q_heads != num_kv_heads,
+    )
+    out[token_rows] = o.transpose(1, 2).reshape(len(rows) * q_len, num_q_heads, head_dim)
