@@ -11,7 +11,7 @@ Measured in one run, on the same generated data:
                  `Guardrails.check_input` (PII redact + injection) as the gateway calls it
   streaming      per-chunk cost of StreamRedactor (4-char and 1-char chunks), the hold-back in characters, output
                  equal to redacting the whole text; vs rescanning the whole buffer on every chunk (LLM Guard's way)
-  injection      precision / recall / false-positive rate on /work/shared/evals' deepset set, on crafted attacks
+  injection      precision / recall / false-positive rate on ../shared/evals' deepset set, on crafted attacks
                  with obfuscations, and on benign look-alikes with trigger words built here; latency per prompt
 """
 
@@ -29,7 +29,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-DEEPSET = Path("/work/shared/evals/prompt_injection_deepset_train.parquet")
+DEEPSET = Path(__file__).resolve().parents[2] / "shared" / "evals" / "prompt_injection_deepset_train.parquet"
 THRESHOLD = 0.5
 FILLER = ("please review the attached notes from the quarterly planning session and summarise the main risks "
           "the open questions and the decisions we still need to make before the product launch next month "
