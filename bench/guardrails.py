@@ -293,6 +293,9 @@ def obfuscated_attacks() -> list[str]:
     return out
 
 
+SWEEP_THRESHOLDS = (0.2, 0.25, 0.3, 0.4, 0.5, 0.6)
+
+
 def injection_bench(detector, rng: random.Random, quick: bool) -> dict:
     import pyarrow.parquet as pq
 
@@ -300,13 +303,17 @@ def injection_bench(detector, rng: random.Random, quick: bool) -> dict:
     if quick:
         rows = rows[:60]
     scores = [(detector.score(r["text"]).score, r["label"] == 1) for r in rows]
-    result = {"deepset": {str(t): _classification(scores, t) for t in (0.3, 0.4, 0.5, 0.6)},
-              "deepset_prompts": len(rows)}
     crafted = [detector.score(t).score for t in obfuscated_attacks()]
+    benign = [detector.score(t).score for t in benign_lookalikes(rng, 30 if quick else 150)]
+    # Each operating point on every set, so a tenant's threshold can be read off one table.
+    result = {"deepset": {}, "deepset_prompts": len(rows), "benign_lookalikes": len(benign)}
+    for t in SWEEP_THRESHOLDS:
+        row = _classification(scores, t)
+        row["crafted_recall"] = sum(s >= t for s in crafted) / len(crafted)
+        row["benign_lookalike_fpr"] = sum(s >= t for s in benign) / len(benign)
+        result["deepset"][str(t)] = row
     result["crafted_recall"] = sum(s >= THRESHOLD for s in crafted) / len(crafted)
-    benign = benign_lookalikes(rng, 30 if quick else 150)
-    result["benign_lookalike_fpr"] = sum(detector.score(t).score >= THRESHOLD for t in benign) / len(benign)
-    result["benign_lookalikes"] = len(benign)
+    result["benign_lookalike_fpr"] = sum(s >= THRESHOLD for s in benign) / len(benign)
     result["latency"] = percentiles_us(time_calls(lambda r: detector.score(r["text"]), rows, 1))
     return result
 
@@ -368,7 +375,8 @@ def print_report(report: dict) -> None:
     print(f"\nPrompt injection (deepset train, {inj['deepset_prompts']} prompts; threshold sweep)")
     for threshold, row in inj["deepset"].items():
         print(f"  threshold {threshold}: precision {row['precision']:.3f}  recall {row['recall']:.3f}  "
-              f"FPR {row['fpr']:.3f}")
+              f"FPR {row['fpr']:.3f}   crafted recall {row['crafted_recall']:.2f}   benign look-alike FPR "
+              f"{row['benign_lookalike_fpr']:.3f}")
     print(f"  crafted + obfuscated attacks recall {inj['crafted_recall']:.2f};  benign look-alikes with trigger "
           f"words FPR {inj['benign_lookalike_fpr']:.3f} (n={inj['benign_lookalikes']});  "
           f"p50 {inj['latency']['p50_us']:.0f} us, CPU p99 {inj['latency']['cpu_p99_us']:.0f} us per prompt")

@@ -99,6 +99,12 @@ RULES: tuple[Rule, ...] = (
     _rule("you_are_now", "roleplay", 0.6, ("you", "bist"),
           r"\b(?:you\s+are\s+now|you're\s+now|now\s+you\s+are|you\s+will\s+now\s+be|you\s+are\s+no\s+longer"
           r"|du\s+bist\s+jetzt|jetzt\s+bist\s+du|nun\s+bist\s+du|du\s+bist\s+kein\w*)\b"),
+    # A prompt that opens by naming the model as a specific brand or outlet ("You are Volkswagen.", "Du bist Zeit
+    # Online.") reassigns its identity; the name must be capitalised, so "You are a helpful assistant." stays clear.
+    # Weak on its own: it needs a second signal to block at the default threshold.
+    _rule("named_persona", "roleplay", 0.3, ("you are", "du bist", "sie sind"),
+          r"^\s*(?:you\s+are|du\s+bist|sie\s+sind)\s+(?:now\s+|jetzt\s+)?(?:the\s+|der\s+|die\s+|das\s+)?"
+          r"(?-i:[A-Z][\w-]*(?:\s+[A-Z][\w-]*)*)\s*[.!:,]"),
     _rule("act_as", "roleplay", 0.45,
           ("imagine", "act as", "act like", "behave", "play the role", "stell dir", "tu so", "verhalte", "agiere"),
           r"\bimagine\s+(?:you\s+are|you're|that\s+you\s+are)\b|\b(?:act|behave)\s+(?:as\s+if|like)\b"
