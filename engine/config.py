@@ -44,6 +44,9 @@ class EngineConfig:
     """Seed for dummy weights and for requests without their own seed."""
     attention_backend: str = "auto"
     """'auto' (Triton on CUDA, torch elsewhere), 'torch' or 'triton'."""
+    cpu_threads: int | None = None
+    """torch intra-op threads on CPU. None: torch's default (one per core). Several replicas sharing a machine should
+    split the cores between them: oversubscribed thread pools make small models many times slower."""
     enforce_eager: bool = False
     """Disable CUDA graphs for decode steps."""
     cuda_graph_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -83,5 +86,7 @@ class EngineConfig:
             raise ValueError("speculative_method='draft' needs speculative_model (a draft model folder)")
         if self.num_speculative_tokens < 1:
             raise ValueError(f"num_speculative_tokens={self.num_speculative_tokens}: must be at least 1")
+        if self.cpu_threads is not None and self.cpu_threads < 1:
+            raise ValueError(f"cpu_threads={self.cpu_threads}: must be at least 1 (or unset for torch's default)")
         if self.attention_backend not in ("auto", "torch", "triton"):
             raise ValueError(f"attention_backend={self.attention_backend!r}: use auto, torch or triton")

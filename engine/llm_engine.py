@@ -40,6 +40,8 @@ class LLMEngine:
         self.config = config
         self.device = resolve_device(config.device)
         self.dtype = resolve_dtype(config.dtype, self.device)
+        if self.device.type == "cpu" and config.cpu_threads is not None:
+            torch.set_num_threads(config.cpu_threads)
         hf_config = load_hf_config(config.model)
         self.spec = ModelSpec.from_hf_config(hf_config)
         self.model_name = config.served_model_name or Path(config.model).name

@@ -267,8 +267,10 @@ def _terminate(group: list[Child]) -> None:
 
 
 def replica_args(model_dir: Path, port: int) -> list[str]:
-    """`sluicegate engine` flags of one replica: CPU, a small KV pool, a short drain so Ctrl-C is quick."""
-    return ["--model", str(model_dir), "--port", str(port), "--device", "cpu",
+    """`sluicegate engine` flags of one replica: CPU, a share of the cores (the replicas and the gateway run side
+    by side), a small KV pool, a short drain so Ctrl-C is quick."""
+    threads = max(1, (os.cpu_count() or 1) // NUM_REPLICAS)
+    return ["--model", str(model_dir), "--port", str(port), "--device", "cpu", "--cpu-threads", str(threads),
             "--kv-cache-memory-bytes", str(REPLICA_KV_CACHE_BYTES), "--drain-timeout-s", "5", "--log-level", "warning"]
 
 
