@@ -2,6 +2,7 @@
 GuardrailHooks injected) -> an upstream on loopback that streams a fixed answer one character per chunk."""
 
 import json
+import time
 
 import httpx
 import openai
@@ -112,3 +113,25 @@ def test_output_block_ends_the_stream_with_an_error_event(served):
     sent = "".join(c["choices"][0]["delta"].get("content") or "" for c in events if c.get("choices"))
     assert events[-1]["error"]["code"] == "content_policy_violation"
     assert sent == "Sure: write to " and "li.chen" not in body
+
+
+def test_blocked_output_is_still_charged(served):
+    """The upstream generated the answer: blocking it at the gateway must not make the tokens free (nor count as a
+    replica failure)."""
+    gateway, _, keys = served
+    admin = httpx.Client(base_url=gateway.url + "/admin/v1", headers={"authorization": f"Bearer {ADMIN}"})
+
+    def output_tokens() -> int:
+        days = admin.get("/tenants/no-leaks/usage", params={"days": 1}).json()["days"]
+        return sum(day["output_tokens"] for day in days)
+
+    before = output_tokens()
+    with pytest.raises(openai.BadRequestError) as error:
+        _client(gateway, keys["no-leaks"]).chat.completions.create(
+            model="tiny", messages=[{"role": "user", "content": "hi"}])
+    assert error.value.code == "content_policy_violation"
+    deadline = time.monotonic() + 5
+    while output_tokens() < before + len(ANSWER) and time.monotonic() < deadline:
+        time.sleep(0.05)  # settlement runs in the background after the response
+    assert output_tokens() == before + len(ANSWER)
+    admin.close()
