@@ -5,7 +5,7 @@ Not thread-safe: the server drives it from one thread.
 
 from __future__ import annotations
 
-import logging
+import json
 import time
 from pathlib import Path
 
@@ -31,8 +31,6 @@ from engine.scheduler import Scheduler
 from engine.speculative import Speculator
 from engine.sequence import Request, Sequence, SequenceStatus
 from engine.stats import EngineStats, KVEvent
-
-log = logging.getLogger(__name__)
 
 
 class LLMEngine:
@@ -408,8 +406,6 @@ def _load_tokenizer(model_dir: str):
 
 
 def _eos_token_ids(model_dir: str, hf_config, tokenizer) -> set[int]:
-    import json
-
     ids: set[int] = set()
     for source in (getattr(hf_config, "eos_token_id", None), tokenizer.eos_token_id):
         ids.update(source if isinstance(source, list) else [source] if source is not None else [])

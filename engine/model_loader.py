@@ -4,15 +4,12 @@ safetensors (one file or a sharded index), or random weights of the config's sha
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 
 import torch
 
 from engine.models.llama import LayerWeights, ModelWeights
 from engine.models.spec import ModelSpec
-
-log = logging.getLogger(__name__)
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 

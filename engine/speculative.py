@@ -96,25 +96,27 @@ class Speculator:
             num_prefill_tokens = sum(n for _, n in scheduled if n > 1)
             decisions = self.controller.decide([s.request.request_id for s in candidates], num_prefill_tokens)
             candidates = [s for s, on in zip(candidates, decisions) if on or s.request.params.seed is not None]
-        seqs, caps = [], []
         budget = self.max_num_batched_tokens - num_batched_tokens
+        drafts: dict[int, list[int]] = {}
+        if self.draft is not None:
+            # The draft model writes KV for its own proposals, so their slots come first.
+            seqs, caps = [], []
+            for seq in candidates:
+                cap = min(self.k, self._room(seq), budget)
+                if cap > 0 and self.kv.allocate_slots(seq, 1 + cap):
+                    seqs.append(seq)
+                    caps.append(cap)
+                    budget -= cap
+            for seq, draft in zip(seqs, self.draft.propose(seqs, caps)):
+                drafts[seq.seq_id] = draft
+            return drafts
         for seq in candidates:
             cap = min(self.k, self._room(seq), budget)
-            # Room in the KV pool for the drafts' slots; without it the sequence just decodes this step.
-            if cap > 0 and self.kv.allocate_slots(seq, 1 + cap):
-                seqs.append(seq)
-                caps.append(cap)
-                budget -= cap
-        if self.draft is not None:
-            proposals = self.draft.propose(seqs, caps)
-        else:
-            proposals = [self.ngram.propose(s.token_ids, cap).tolist() for s, cap in zip(seqs, caps)]
-        drafts = {}
-        for seq, draft in zip(seqs, proposals):
-            if draft:
+            draft = self.ngram.propose(seq.token_ids, cap).tolist() if cap > 0 else []
+            # Slots only for a real proposal; without room in the pool the sequence just decodes this step.
+            if draft and self.kv.allocate_slots(seq, 1 + len(draft)):
                 drafts[seq.seq_id] = draft
-            else:
-                self.kv.trim(seq, seq.num_computed_tokens + 1)  # give back the slots no draft will use
+                budget -= len(draft)
         return drafts
 
     def _eligible(self, seq: Sequence) -> bool:

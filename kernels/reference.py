@@ -17,6 +17,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+# Query runs up to this long (speculative verification: k + 1) are batched like decodes in the prefill path.
+_SHORT_QUERY_TOKENS = 16
+
 
 def write_kv_cache(
     key: torch.Tensor,
@@ -64,33 +67,11 @@ def paged_decode_attention(
     group: list[int] = []
     for i in order:
         if group and lens[i] > 2 * lens[group[0]]:
-            _decode_group(query, key_cache, value_cache, block_tables, seq_lens, scale, group, out)
+            _attend_group(query, key_cache, value_cache, block_tables, seq_lens, scale, group, group, 1, out)
             group = []
         group.append(i)
-    _decode_group(query, key_cache, value_cache, block_tables, seq_lens, scale, group, out)
+    _attend_group(query, key_cache, value_cache, block_tables, seq_lens, scale, group, group, 1, out)
     return out
-
-
-def _decode_group(query, key_cache, value_cache, block_tables, seq_lens, scale, rows: list[int], out) -> None:
-    num_blocks_total, block_size, num_kv_heads, head_dim = key_cache.shape
-    num_q_heads = query.shape[1]
-    index = torch.tensor(rows, device=query.device)
-    group_lens = seq_lens[index].to(query.device)
-    max_len = int(group_lens.max())
-    num_blocks = -(-max_len // block_size)
-    block_ids = block_tables[index, :num_blocks].to(torch.int64).reshape(-1)  # [G * nb]
-    keys = key_cache.index_select(0, block_ids).view(len(rows), num_blocks * block_size, num_kv_heads, head_dim)
-    values = value_cache.index_select(0, block_ids).view(len(rows), num_blocks * block_size, num_kv_heads, head_dim)
-    valid = torch.arange(num_blocks * block_size, device=query.device)[None, :] < group_lens[:, None]  # [G, L]
-    o = F.scaled_dot_product_attention(
-        query[index].unsqueeze(2),  # [G, Hq, 1, D]
-        keys.transpose(1, 2).to(query.dtype),  # [G, Hkv, L, D]
-        values.transpose(1, 2).to(query.dtype),
-        attn_mask=valid[:, None, None, :],
-        scale=scale,
-        enable_gqa=num_q_heads != num_kv_heads,
-    )
-    out[index] = o.squeeze(2)
 
 
 def paged_prefill_attention(
@@ -122,7 +103,8 @@ def paged_prefill_attention(
         if 1 < q_len <= _SHORT_QUERY_TOKENS and q_len < seq_len:
             short.setdefault(q_len, []).append(s)
     for q_len, rows in short.items():
-        _short_query_group(query, key_cache, value_cache, block_tables, seq_lens, starts, scale, q_len, rows, out)
+        first_rows = [starts[s] for s in rows]
+        _attend_group(query, key_cache, value_cache, block_tables, seq_lens, scale, rows, first_rows, q_len, out)
     batched = {s for rows in short.values() for s in rows}
     # One SDPA call per remaining sequence: prefill chunks are few per step and long, so the loop is per chunk.
     for s, seq_len in enumerate(lens):
@@ -147,11 +129,12 @@ def paged_prefill_attention(
     return out
 
 
-_SHORT_QUERY_TOKENS = 16
 
-
-def _short_query_group(query, key_cache, value_cache, block_tables, seq_lens, starts, scale, q_len, rows, out) -> None:
-    """G sequences with q_len queries each (their last q_len positions), causal over their whole context."""
+def _attend_group(
+    query, key_cache, value_cache, block_tables, seq_lens, scale, rows: list[int], first_rows: list[int], q_len: int, out
+) -> None:
+    """G sequences (`rows`) attended in one padded batch: sequence rows[g] owns query rows first_rows[g] ..
+    first_rows[g] + q_len - 1, its last q_len positions, causal over its whole context. Decode is q_len = 1."""
     block_size, num_kv_heads, head_dim = key_cache.shape[1], key_cache.shape[2], key_cache.shape[3]
     num_q_heads = query.shape[1]
     device = query.device
@@ -159,10 +142,10 @@ def _short_query_group(query, key_cache, value_cache, block_tables, seq_lens, st
     group_lens = seq_lens[index].to(device).long()  # [G]
     num_blocks = -(-int(group_lens.max()) // block_size)
     span = num_blocks * block_size
-    block_ids = block_tables[index, :num_blocks].to(torch.int64).reshape(-1)
+    block_ids = block_tables[index, :num_blocks].to(torch.int64).reshape(-1)  # [G * nb]: whole blocks at a time
     keys = key_cache.index_select(0, block_ids).view(len(rows), span, num_kv_heads, head_dim)
     values = value_cache.index_select(0, block_ids).view(len(rows), span, num_kv_heads, head_dim)
-    token_rows = torch.tensor([starts[s] + i for s in rows for i in range(q_len)], device=device)  # [G * q]
+    token_rows = torch.tensor([first + i for first in first_rows for i in range(q_len)], device=device)  # [G * q]
     q = query[token_rows].view(len(rows), q_len, num_q_heads, head_dim).transpose(1, 2)  # [G, Hq, q, D]
     q_pos = group_lens[:, None] - q_len + torch.arange(q_len, device=device)[None, :]  # [G, q]
     mask = torch.arange(span, device=device)[None, None, :] <= q_pos[:, :, None]  # [G, q, L]
