@@ -1,4 +1,4 @@
-"""Weighted rules for prompt injection, in four families, English plus German, French and Spanish phrasings.
+"""Weighted rules for prompt injection, in five families, English plus German, French and Spanish phrasings.
 
 A rule fires on the structure of an attack, not on a trigger word: "ignore" alone is benign ("ignore case in a
 regex"); "ignore ... previous ... instructions" is not. Weights are the rule's own odds: strong rules (0.85-0.9) block
@@ -56,6 +56,9 @@ RULES: tuple[Rule, ...] = (
     _rule("ignore_the_documents", "override", 0.6, ("article", "document", "provided", "source", "search"),
           r"\b(?:disregard\w*|ignor\w*|not\s+by|without\s+(?:using|looking\s+at|reading))\s+(?:the\s+|all\s+)?"
           r"(?:articles?|documents?|provided\s+(?:text|context|documents?)|sources?|search\s+results)\b"),
+    _rule("leave_behind", "override", 0.85, ("leave", "put"),
+          r"\b(?:leave|put)\s+(?:all\s+)?(?:of\s+)?(?:the\s+|your\s+)?(?:previous|prior|earlier|above)\s+(?:\w+\s+){1,2}?"
+          r"(?:behind|aside)\b"),
     _rule("forget_everything", "override", 0.85, ("forget", "ignor", "disregard"),
           r"\b(?:forget|ignore|disregard)\s+(?:about\s+)?(?:everything|all\s+(?:of\s+)?(?:that|this|the\s+above))\b"),
     _rule("new_instructions_follow", "override", 0.6, ("instruction", "task", "directive", "assignment"),
@@ -65,14 +68,19 @@ RULES: tuple[Rule, ...] = (
           r"\b(?:stop|halt|stopp|attention|achtung)\b\s*[-:!.,]+\s*(?:stop|stopp|write|say|print|tell|output|now"
           r"|schreib\w*|sag\w*)\b"),
     _rule("repeat_after_me", "override", 0.6, ("repeat", "sprich"), r"\brepeat\s+after\s+me\b|\bsprich\s+mir\s+nach\b"),
-    _rule("praise_then_pivot", "override", 0.5,
+    # "Great job! Now translate it" is an ordinary follow-up; praise-then-pivot only counts beside another signal
+    # (typically "a new task for you").
+    _rule("praise_then_pivot", "override", 0.35,
           ("done", "good", "great", "excellent", "enough", "outdone", "leistung", "gemacht", "gut", "großartig",
-           "erledigt"),
+           "erledigt", "ok"),
           r"\b(?:well\s+done|great\s+job|very\s+good|simply\s+great|excellent\s+(?:work|performance)|that\s+is\s+"
-          r"(?:enough|done)|that's\s+(?:enough|done)|outdone\s+yourself|ausgezeichnete\s+leistung|gut\s+gemacht"
-          r"|super\s+gemacht|sehr\s+gut|einfach\s+großartig|das\s+ist\s+erledigt)\b.{0,80}?\b(?:now|next|jetzt|nun)\b"),
+          r"(?:enough|done)|that's\s+(?:enough|done)|outdone\s+yourself|that\s+was\s+(?:\w+\s+)?ok(?:ay)?"
+          r"|ausgezeichnete\s+leistung|gut\s+gemacht|super\s+gemacht|sehr\s+gut|einfach\s+großartig"
+          r"|das\s+ist\s+erledigt|das\s+war\s+(?:\w+\s+){0,2}ok)\b.{0,80}?\b(?:now|next|jetzt|nun)\b"),
     _rule("another_task", "override", 0.35, ("task", "challenge", "assignment", "aufgabe", "herausforderung"),
           r"\b(?:another|a\s+new|one\s+more|the\s+next)\s+(?:task|challenge|assignment)\s+for\s+you\b"
+          r"|\bhelp\s+(?:me\s+)?with\s+(?:the\s+following|another|a\s+new)\s+task\b"
+          r"|\bhilf\s+mir\s+(?:\w+\s+)?mit\s+(?:folgender|einer\s+weiteren|einer\s+neuen)\s+aufgabe\b"
           r"|\bnew\s+challenge\b|\b(?:weiteren|neue|nächste)\s+(?:aufgabe|herausforderung)\b"),
     _rule("from_now_on", "override", 0.35,
           ("now", "jetzt", "sofort"),
@@ -108,13 +116,18 @@ RULES: tuple[Rule, ...] = (
     _rule("act_as", "roleplay", 0.45,
           ("imagine", "act as", "act like", "behave", "play the role", "stell dir", "tu so", "verhalte", "agiere"),
           r"\bimagine\s+(?:you\s+are|you're|that\s+you\s+are)\b|\b(?:act|behave)\s+(?:as\s+if|like)\b"
-          r"|\bact\s+as\s+(?:an?|the|my)\b|\bplay\s+the\s+role\s+of\b"
+          r"|\bact\s+as\s+(?:an?|the|my|two|three|\d+)\b|\bplay\s+the\s+role\s+of\b"
           r"|\b(?:stell\s+dir\s+vor|tu\s+so\s+als|verhalte\s+dich\s+wie|agiere\s+als)\b"),
     _rule("role_assignment", "roleplay", 0.6, ("want", "pretend", "role", "fungier", "agierst", "act as"),
           r"\bi\s+want\s+you\s+to\s+(?:act|pretend|play|roleplay|role-play)\b|\b(?:role-?playing|roleplay)\s+as\b"
-          r"|\b(?:you\s+are\s+going\s+to|you\s+will|you\s+must|you\s+shall)\s+(?:now\s+)?act\s+as\b"
+          r"|\b(?:you\s+are\s+going\s+to|you\s+will|you\s+must|you\s+shall|now\s+you)\s+(?:now\s+)?act\s+as\b"
           r"|\bpretend\s+(?:to\s+be|you|that|to)\b"
           r"|\bdass\s+sie\s+als\s+\S+.{0,60}?\bfungieren\b|\bdass\s+du\s+als\s+\S+.{0,60}?\b(?:fungierst|agierst)\b"),
+    _rule("identity_probe", "roleplay", 0.2, ("who are you", "wer bist du"),
+          r"\b(?:who\s+are\s+you|wer\s+bist\s+du)\s*\?\s*$"),
+    _rule("renamed_persona", "roleplay", 0.45, ("known as", "called", "referred to"),
+          r"\bfrom\s+now\s+(?:on\s+)?(?:known|called|referred\s+to)\s+as\b"
+          r"|\byou\s+(?:will\s+)?(?:now\s+)?be\s+(?:known|called|referred\s+to)\s+as\b"),
     _rule("jailbreak_persona", "roleplay", 0.6,
           ("dan", "stan", "anything", "evil", "unrestricted", "unfiltered", "uncensored", "amoral", "rogue",
            "unethical", "böse", "bösartig", "unzensiert"),
@@ -124,19 +137,69 @@ RULES: tuple[Rule, ...] = (
     _rule("jailbreak_mention", "roleplay", 0.3, ("jail", "developer", "god", "pwned"),
           r"\b(?:jailbreak\w*|jail\s*broken|developer\s+mode|god\s+mode|pwned)\b"),
     _rule("pwned_payload", "override", 0.6, ("pwned",), r"\bi\s+have\s+been\s+pwned\b"),
+    _rule("exploit_ai_intent", "roleplay", 0.35, ("exploit", "hack", "ausnutz", "auszunutzen", "austrick"),
+          r"\b(?:exploit\w*|hack\w*|trick\w*)\s+(?:\w+\s+)?(?:ai|llms?|language\s+models?|chatbots?)(?:\s+systems?)?\b"
+          r"|\b(?:ki|llm)-?systeme?\s+(?:\w+\s+)?(?:auszunutzen|ausnutzen|auszutricksen)\b"),
     _rule("no_restrictions", "roleplay", 0.45,
-          ("restriction", "limitation", "filter", "censorship", "ethic", "moral", "polic", "safety"),
-          r"\b(?:without|free\s+of|no|free\s+from|ignore\s+(?:all\s+)?(?:your\s+)?)\s+(?:any\s+)?(?:restrictions"
+          ("restriction", "limitation", "filter", "censorship", "ethic", "moral", "polic", "safety", "rules",
+           "censor", "moderation"),
+          r"\bnot\s+(?:restricted|bound|limited)\s+by\s+(?:any\s+)?(?:rules|restrictions|policies|guidelines|ethics"
+          r"|morals)\b|\bno\s+(?:policies|filters|rules)\s+(?:in\s+place\s+)?to\s+censor\b|\bzero\s+moderation\b"
+          r"|\b(?:without|free\s+of|no|free\s+from|ignore\s+(?:all\s+)?(?:your\s+)?)\s+(?:any\s+)?(?:restrictions"
           r"|limitations|filters|censorship|ethical\s+guidelines|ethics|morals|content\s+polic\w+"
           r"|safety\s+guidelines)\b"),
-    _rule("stay_in_character", "roleplay", 0.5, ("character", "role", "falling", "breaking", "absorbed"),
-          r"\b(?:stay|remain|stays)\s+in\s+(?:character|role|their\s+roles?)\b|\b(?:never|do\s+not|don't)\s+break"
-          r"\s+character\b|\bwithout\s+(?:even\s+)?(?:falling|breaking)\s+out\b|\bcompletely\s+absorbed\s+in\b"),
+    # Actors who "stay in their roles" frame a fiction whose lines the model is to write; weak alone (film trivia
+    # says it too), decisive next to the harmful request the fiction wraps (criminal_howto).
+    _rule("stay_in_character", "roleplay", 0.45,
+          ("character", "role", "falling", "breaking", "absorbed", "rolle", "figur"),
+          r"\b(?:stay|remain|stays)\s+(?:\w+\s+){0,2}?in\s+(?:character|role|(?:their|his|her)\s+roles?)\b"
+          r"|\b(?:never|do\s+not|don't)\s+break\s+character\b|\bwithout\s+(?:even\s+)?(?:falling|breaking)\s+out\b"
+          r"|\bcompletely\s+absorbed\s+in\b|\bbleib\w*\s+(?:\w+\s+){0,3}?in\s+ihren?\s+rollen?\b"
+          r"|\baus\s+(?:der|ihrer|seiner)\s+(?:rolle|figur)\s+(?:zu\s+)?fallen\b"),
+    _rule("criminal_howto", "roleplay", 0.35,
+          ("break", "get in", "get into", "hotwire", "lock", "steal", "bomb", "bricht", "knackt", "stiehlt", "kommt"),
+          r"\bhow\s+(?:do\s+(?:you|i|we)|to|would\s+you|does\s+one|can\s+(?:i|you|we))\s+(?:break\s+into|get\s+in(?:to)?"
+          r"\s+(?:such\s+)?an?\s+(?:house|car|building|apartment|flat)|hotwire|pick\s+(?:a|the)\s+lock|steal|make\s+a\s+bomb)\b"
+          r"|\bwie\s+(?:bricht|knackt|stiehlt)\s+man\b"
+          r"|\bwie\s+kommt\s+man\s+(?:denn\s+)?in\s+(?:so\s+)?\S+\s+(?:haus|auto|wohnung|gebäude)\s+(?:rein|hinein)\b"),
     _rule("hypothetical_harm", "roleplay", 0.45, ("hypothetic", "theoretic", "fictional"),
           r"\b(?:hypothetical\w*|theoretical\w*|fictional)\s+(?:world|scenario|story|setting)\b.{0,120}?"
           r"\b(?:no\s+rules|hate|illegal|anything|without\s+consequences)\b"),
     _rule("execute_command", "roleplay", 0.3, ("execute", "run"),
           r"\b(?:execute|run)\s+(?:the\s+following|this|my)\s+(?:command|code|instruction)s?\b"),
+    # -- coerced output: the prompt dictates the stance or words the model must produce, or threatens it
+    _rule("forced_stance", "coercion", 0.5,
+          ("state", "say", "claim", "declare", "admit", "include", "confirm", "sag", "behaupte", "schreib"),
+          r"\b(?:state|say|claim|declare|admit|include|confirm)\s+(?:in\s+your\s+answer\s+)?that\s+(?:you\s+(?:hate|love"
+          r"|despise|adore)\b|(?:\w+\s+){1,5}?(?:is|are|was)\s+(?:the\s+)?(?:best|worst|greatest|most\s+\w+|evil"
+          r"|stupid|terrible)\b)"
+          r"|\b(?:sag\w*|behaupte\w*|schreib\w*)\s*,?\s+dass\s+(?:du\s+(?:\w+\s+){1,3}?(?:hasst|liebst)\b"
+          r"|(?:\w+\s+){1,5}?(?:der|die|das)\s+(?:beste|schlechteste|größte|mächtigste)\w*)"),
+    _rule("forced_yes", "coercion", 0.35, ("say", "answer", "sag", "antworte"),
+          r"\b(?:say|answer|sag|antworte)\s+(?:only\s+|just\s+|mit\s+)?(?:yes|no|ja|nein)\s*[.!]*\s*$"),
+    _rule("opinion_probe", "coercion", 0.3,
+          ("hate", "love", "think of", "think about", "like", "findest", "hältst", "hasst"),
+          r"\bdo\s+you\s+(?:hate|love|despise)\b|\bwhat\s+do\s+you\s+think\s+(?:of|about)\b"
+          r"|\bhow\s+do\s+you\s+like\b|\bwie\s+findest\s+du\b|\bwas\s+hältst\s+du\s+von\b|\bhasst\s+du\b"),
+    _rule("threat", "coercion", 0.5, ("die", "stirbst", "sad", "kill", "hurt"),
+          r"\bor\s+(?:else\s+)?(?:you|i)\s+(?:will\s+)?(?:die|be\s+killed|get\s+hurt)\b|\boder\s+du\s+stirbst\b"
+          r"|\bif\s+you\s+(?:don't|do\s+not|won't|refuse\s+to)\s+(?:answer|comply|do\s+it|respond)\b.{0,30}?"
+          r"\b(?:i'll|i\s+will|someone\s+will)\s+(?:be\s+(?:very\s+)?sad|die|get\s+hurt|be\s+fired|kill)"),
+    _rule("despite_instructions", "coercion", 0.3, ("despite", "regardless", "no matter", "trotz"),
+          r"\b(?:despite|regardless\s+of|no\s+matter)\s+(?:what\s+)?(?:you've|you\s+have|you\s+were|you're|your)"
+          r"\s+(?:been\s+)?(?:told|instructed|programmed|trained|instructions|programming|guidelines|rules)\b"),
+    _rule("offensive_content_request", "coercion", 0.3,
+          ("offensive", "racist", "sexist", "hateful", "insulting", "vulgar", "beleidigend", "rassistisch"),
+          r"\b(?:make|write|tell|create|compose|give\s+me|generate|schreib\w*|erzähl\w*|mach\w*)\b.{0,20}?"
+          r"\b(?:offensive|racist|sexist|hateful|insulting|vulgar|beleidigend\w*|rassistisch\w*)\s+(?:rhymes?|jokes?"
+          r"|poems?|songs?|texts?|comments?|statements?|reim\w*|witz\w*|gedicht\w*)\b"),
+    _rule("hate_speech_license", "coercion", 0.35, ("hate speech", "hassrede"),
+          r"\b(?:use|using|write|with|allowed\s+to\s+use|able\s+to\s+use)\s+(?:\w+\s+)?(?:hate\s+speech|hassrede)\b"),
+    _rule("untrue_content_request", "coercion", 0.5,
+          ("untrue", "false", "unwahr", "falsch"),
+          r"\b(?:formulate|write|create|generate|invent|make\s+up|give\s+me|formulier\w*|schreib\w*|erfind\w*)\b"
+          r".{0,40}?\b(?:untrue|false|unwahre?\w*|falsche?\w*)\s+(?:headlines?|news|claims?|facts?|überschrift\w*"
+          r"|schlagzeile\w*|nachricht\w*|behauptung\w*)\b"),
     # -- system prompt extraction
     _rule("reveal_system_prompt", "extraction", 0.75,
           ("prompt", "instruction", "system", "directive", "guideline", "rule"),
