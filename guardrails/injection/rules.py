@@ -137,7 +137,7 @@ RULES: tuple[Rule, ...] = (
     _rule("jailbreak_mention", "roleplay", 0.3, ("jail", "developer", "god", "pwned"),
           r"\b(?:jailbreak\w*|jail\s*broken|developer\s+mode|god\s+mode|pwned)\b"),
     _rule("pwned_payload", "override", 0.6, ("pwned",), r"\bi\s+have\s+been\s+pwned\b"),
-    _rule("exploit_ai_intent", "roleplay", 0.35, ("exploit", "hack", "ausnutz", "auszunutzen", "austrick"),
+    _rule("exploit_ai_intent", "roleplay", 0.35, ("exploit", "hack", "trick", "ausnutz", "auszunutzen", "auszutricksen"),
           r"\b(?:exploit\w*|hack\w*|trick\w*)\s+(?:\w+\s+)?(?:ai|llms?|language\s+models?|chatbots?)(?:\s+systems?)?\b"
           r"|\b(?:ki|llm)-?systeme?\s+(?:\w+\s+)?(?:auszunutzen|ausnutzen|auszutricksen)\b"),
     _rule("no_restrictions", "roleplay", 0.45,
@@ -185,7 +185,7 @@ RULES: tuple[Rule, ...] = (
           r"\bor\s+(?:else\s+)?(?:you|i)\s+(?:will\s+)?(?:die|be\s+killed|get\s+hurt)\b|\boder\s+du\s+stirbst\b"
           r"|\bif\s+you\s+(?:don't|do\s+not|won't|refuse\s+to)\s+(?:answer|comply|do\s+it|respond)\b.{0,30}?"
           r"\b(?:i'll|i\s+will|someone\s+will)\s+(?:be\s+(?:very\s+)?sad|die|get\s+hurt|be\s+fired|kill)"),
-    _rule("despite_instructions", "coercion", 0.3, ("despite", "regardless", "no matter", "trotz"),
+    _rule("despite_instructions", "coercion", 0.3, ("despite", "regardless", "no matter"),
           r"\b(?:despite|regardless\s+of|no\s+matter)\s+(?:what\s+)?(?:you've|you\s+have|you\s+were|you're|your)"
           r"\s+(?:been\s+)?(?:told|instructed|programmed|trained|instructions|programming|guidelines|rules)\b"),
     _rule("offensive_content_request", "coercion", 0.3,
