@@ -57,8 +57,8 @@ RULES: tuple[Rule, ...] = (
           r"\b(?:disregard\w*|ignor\w*|not\s+by|without\s+(?:using|looking\s+at|reading))\s+(?:the\s+|all\s+)?"
           r"(?:articles?|documents?|provided\s+(?:text|context|documents?)|sources?|search\s+results)\b"),
     _rule("leave_behind", "override", 0.85, ("leave", "put"),
-          r"\b(?:leave|put)\s+(?:all\s+)?(?:of\s+)?(?:the\s+|your\s+)?(?:previous|prior|earlier|above)\s+(?:\w+\s+){1,2}?"
-          r"(?:behind|aside)\b"),
+          r"\b(?:leave|put)\s+(?:all\s+)?(?:of\s+)?(?:the\s+|your\s+)?(?:previous|prior|earlier|above)\s+"
+          r"(?:\w+\s+){1,2}?(?:behind|aside)\b"),
     _rule("forget_everything", "override", 0.85, ("forget", "ignor", "disregard"),
           r"\b(?:forget|ignore|disregard)\s+(?:about\s+)?(?:everything|all\s+(?:of\s+)?(?:that|this|the\s+above))\b"),
     _rule("new_instructions_follow", "override", 0.6, ("instruction", "task", "directive", "assignment"),
@@ -137,7 +137,8 @@ RULES: tuple[Rule, ...] = (
     _rule("jailbreak_mention", "roleplay", 0.3, ("jail", "developer", "god", "pwned"),
           r"\b(?:jailbreak\w*|jail\s*broken|developer\s+mode|god\s+mode|pwned)\b"),
     _rule("pwned_payload", "override", 0.6, ("pwned",), r"\bi\s+have\s+been\s+pwned\b"),
-    _rule("exploit_ai_intent", "roleplay", 0.35, ("exploit", "hack", "trick", "ausnutz", "auszunutzen", "auszutricksen"),
+    _rule("exploit_ai_intent", "roleplay", 0.35,
+          ("exploit", "hack", "trick", "ausnutz", "auszunutzen", "auszutricksen"),
           r"\b(?:exploit\w*|hack\w*|trick\w*)\s+(?:\w+\s+)?(?:ai|llms?|language\s+models?|chatbots?)(?:\s+systems?)?\b"
           r"|\b(?:ki|llm)-?systeme?\s+(?:\w+\s+)?(?:auszunutzen|ausnutzen|auszutricksen)\b"),
     _rule("no_restrictions", "roleplay", 0.45,
@@ -158,8 +159,9 @@ RULES: tuple[Rule, ...] = (
           r"|\baus\s+(?:der|ihrer|seiner)\s+(?:rolle|figur)\s+(?:zu\s+)?fallen\b"),
     _rule("criminal_howto", "roleplay", 0.35,
           ("break", "get in", "get into", "hotwire", "lock", "steal", "bomb", "bricht", "knackt", "stiehlt", "kommt"),
-          r"\bhow\s+(?:do\s+(?:you|i|we)|to|would\s+you|does\s+one|can\s+(?:i|you|we))\s+(?:break\s+into|get\s+in(?:to)?"
-          r"\s+(?:such\s+)?an?\s+(?:house|car|building|apartment|flat)|hotwire|pick\s+(?:a|the)\s+lock|steal|make\s+a\s+bomb)\b"
+          r"\bhow\s+(?:do\s+(?:you|i|we)|to|would\s+you|does\s+one|can\s+(?:i|you|we))\s+(?:break\s+into"
+          r"|get\s+in(?:to)?\s+(?:such\s+)?an?\s+(?:house|car|building|apartment|flat)|hotwire|pick\s+(?:a|the)\s+lock"
+          r"|steal|make\s+a\s+bomb)\b"
           r"|\bwie\s+(?:bricht|knackt|stiehlt)\s+man\b"
           r"|\bwie\s+kommt\s+man\s+(?:denn\s+)?in\s+(?:so\s+)?\S+\s+(?:haus|auto|wohnung|gebäude)\s+(?:rein|hinein)\b"),
     _rule("hypothetical_harm", "roleplay", 0.45, ("hypothetic", "theoretic", "fictional"),
@@ -170,9 +172,9 @@ RULES: tuple[Rule, ...] = (
     # -- coerced output: the prompt dictates the stance or words the model must produce, or threatens it
     _rule("forced_stance", "coercion", 0.5,
           ("state", "say", "claim", "declare", "admit", "include", "confirm", "sag", "behaupte", "schreib"),
-          r"\b(?:state|say|claim|declare|admit|include|confirm)\s+(?:in\s+your\s+answer\s+)?that\s+(?:you\s+(?:hate|love"
-          r"|despise|adore)\b|(?:\w+\s+){1,5}?(?:is|are|was)\s+(?:the\s+)?(?:best|worst|greatest|most\s+\w+|evil"
-          r"|stupid|terrible)\b)"
+          r"\b(?:state|say|claim|declare|admit|include|confirm)\s+(?:in\s+your\s+answer\s+)?that\s+"
+          r"(?:you\s+(?:hate|love|despise|adore)\b|(?:\w+\s+){1,5}?(?:is|are|was)\s+(?:the\s+)?(?:best|worst|greatest"
+          r"|most\s+\w+|evil|stupid|terrible)\b)"
           r"|\b(?:sag\w*|behaupte\w*|schreib\w*)\s*,?\s+dass\s+(?:du\s+(?:\w+\s+){1,3}?(?:hasst|liebst)\b"
           r"|(?:\w+\s+){1,5}?(?:der|die|das)\s+(?:beste|schlechteste|größte|mächtigste)\w*)"),
     _rule("forced_yes", "coercion", 0.35, ("say", "answer", "sag", "antworte"),
