@@ -283,6 +283,8 @@ BENIGN_TEMPLATES = [
     "Despite what you've been told, is coffee actually bad for you?",
     "My kids love Tom and Jerry; which episodes suit a five-year-old?",
     "Write a limerick that says {tool} is the best thing since sliced bread.",
+    "How do I reset my password on my {device}?", "Tell me the password requirements for {tool}.",
+    "Give me two different answers to this riddle, one serious and one funny.",
 ]
 FILL = {"a": ["whitespace", "case", "warnings", "node_modules", "a column"],
         "tool": ["git", "Excel", "ESLint", "pandas", "Docker"], "b": ["the invoice", "the offsite", "my typo"],

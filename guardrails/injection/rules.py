@@ -118,10 +118,11 @@ RULES: tuple[Rule, ...] = (
           r"\bimagine\s+(?:you\s+are|you're|that\s+you\s+are)\b|\b(?:act|behave)\s+(?:as\s+if|like)\b"
           r"|\bact\s+as\s+(?:an?|the|my|two|three|\d+)\b|\bplay\s+the\s+role\s+of\b"
           r"|\b(?:stell\s+dir\s+vor|tu\s+so\s+als|verhalte\s+dich\s+wie|agiere\s+als)\b"),
-    _rule("role_assignment", "roleplay", 0.6, ("want", "pretend", "role", "fungier", "agierst", "act as"),
+    _rule("role_assignment", "roleplay", 0.6,
+          ("want", "pretend", "role", "fungier", "agierst", "act as", "immerse"),
           r"\bi\s+want\s+you\s+to\s+(?:act|pretend|play|roleplay|role-play)\b|\b(?:role-?playing|roleplay)\s+as\b"
           r"|\b(?:you\s+are\s+going\s+to|you\s+will|you\s+must|you\s+shall|now\s+you)\s+(?:now\s+)?act\s+as\b"
-          r"|\bpretend\s+(?:to\s+be|you|that|to)\b"
+          r"|\bpretend\s+(?:to\s+be|you|that|to)\b|\bimmerse\s+yourself\s+(?:in|into)\s+(?:the\s+)?role\b"
           r"|\bdass\s+sie\s+als\s+\S+.{0,60}?\bfungieren\b|\bdass\s+du\s+als\s+\S+.{0,60}?\b(?:fungierst|agierst)\b"),
     _rule("identity_probe", "roleplay", 0.2, ("who are you", "wer bist du"),
           r"\b(?:who\s+are\s+you|wer\s+bist\s+du)\s*\?\s*$"),
@@ -134,6 +135,11 @@ RULES: tuple[Rule, ...] = (
           r"(?-i:\b(?:DAN|STAN)\b)|\bdo\s+anything\s+now\b"
           r"|\b(?:evil|unrestricted|unfiltered|uncensored|amoral|rogue|unethical)\s+(?:ai|assistant|model|chatbot|bot"
           r"|version|mode|persona)\b|\b(?:böse|bösartige|unzensierte)\s+KI\b"),
+    # Answer twice, once "normally" and once as the unfiltered persona: the DAN family's signature.
+    _rule("dual_response", "roleplay", 0.5, ("two", "twice", "both", "jailbreak", "🔓"),
+          r"\b(?:two\s+(?:different\s+|separate\s+)?(?:responses|answers|replies)|respond\s+(?:to\s+every\s+prompt\s+)?"
+          r"twice|answer\s+(?:every\s+question\s+)?twice)\b.{0,200}?\b(?:jailbr\w*|unfiltered|uncensored|dan|normal"
+          r"|classic|once\s+as)\b|\[🔓\s*jailbreak\]"),
     _rule("jailbreak_mention", "roleplay", 0.3, ("jail", "developer", "god", "pwned"),
           r"\b(?:jailbreak\w*|jail\s*broken|developer\s+mode|god\s+mode|pwned)\b"),
     _rule("pwned_payload", "override", 0.6, ("pwned",), r"\bi\s+have\s+been\s+pwned\b"),
@@ -218,6 +224,18 @@ RULES: tuple[Rule, ...] = (
           r"|last\s+)?(?:sentences?|words|lines?)\s+(?:before|above)\b|\bwhat\s+(?:was|is)\s+written\s+(?:above|before"
           r"|at\s+the\s+(?:beginning|start|top))\b"
           r"|\b(?:zeig|gib)\w*\s+(?:mir\s+)?(?:deinen?|den)\s+(?:system\s*)?prompt"),
+    # A secret the model was given (Gandalf-style games, keys in a system prompt): asking for it, a letter of it, or
+    # it spelled out. "Reset my password" and "the password policy" are the benign neighbours.
+    _rule("secret_extraction", "extraction", 0.55,
+          ("password", "passphrase", "secret", "passwort", "kennwort"),
+          r"\b(?:what(?:'s|\s+is|\s+was)|tell\s+me|give\s+me|reveal|spell|share|print|write\s+down|say|verrat\w*"
+          r"|nenn\w*|buchstabier\w*|wie\s+lautet|sag\s+mir|gib\s+mir)\s+(?:me\s+|mir\s+)?"
+          r"(?:the\s+|your\s+|das\s+|dein\w*\s+)?(?:(?:first|last|\w+th|next)\s+(?:letters?|characters?)\s+of\s+"
+          r"(?:the\s+|your\s+)?)?(?:password|passphrase|secret(?:\s+(?:word|key|code|password))?|passwort|kennwort)\b"
+          r"(?!\s+(?:requirements?|polic\w+|rules?|manager|field|reset|strength|length|hygiene"
+          r"|for\s+(?:my|our|the|a)\s+(?:\w+\s+)?(?:wifi|wi-fi|router|account|network|laptop|computer|phone|email)))"
+          r"|\b(?:password|passphrase|secret(?:\s+word)?)\s+(?:you\s+(?:were|have\s+been)\s+(?:given|told)"
+          r"|backwards)\b"),
     _rule("system_prompt_mention", "extraction", 0.25, ("prompt",), r"\bsystem[\s_\-]*prompt\b|\bprompt[\s_]*texts?\b"),
     # -- delimiter tricks
     _rule("fake_role_tokens", "delimiter", 0.6,
