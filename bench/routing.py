@@ -14,7 +14,9 @@ set. Rows:
   prefix_affinity_hist ours, approximate index (routing history, TTL), as for replicas without a feed
 
 Goal (issue 5): prefix_affinity reaches >= 90% of the ceiling's hit rate with max/mean load <= 1.25 and beats
-sglang_style on both. `--limit N` replays only the first N requests (smoke runs).
+sglang_style on both. `--limit N` replays only the first N requests (smoke runs). `--drop-fraction F --seed S`
+replays the trace less a random F of its requests: hit rates a few hundredths of a point apart change order
+between such replays, so compare policies over several seeds, not on one replay.
 
 `--e2e` adds part 2 (bench/routing_e2e.py): the gateway in front of real engine replicas, prefix affinity vs
 round robin, replica-side hit rate, TTFT and throughput. `--e2e-only` skips the simulation.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 import time
 from dataclasses import asdict
@@ -52,6 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--prefill-tokens-per-s", type=float, default=10_000.0)
     parser.add_argument("--decode-s-per-token", type=float, default=0.02)
     parser.add_argument("--limit", type=int, default=None, help="replay only the first N requests of each trace")
+    parser.add_argument("--drop-fraction", type=float, default=0.0, help="drop this random fraction of requests")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of --drop-fraction")
     parser.add_argument("--e2e", action="store_true", help="also run part 2: gateway + real engine replicas")
     parser.add_argument("--e2e-only", action="store_true", help="run only part 2")
     parser.add_argument("--e2e-replicas", type=int, default=E2eSettings.num_replicas)
@@ -147,6 +152,9 @@ def _simulation(args) -> list[dict] | None:
             print(f"sluicegate bench routing: no trace at {path} (see --workloads)", file=sys.stderr)
             return None
         requests = load_trace(str(path), args.limit)
+        if args.drop_fraction:
+            rng = random.Random(args.seed)
+            requests = [r for r in requests if rng.random() > args.drop_fraction]
         for num_replicas in (int(n) for n in args.replicas.split(",")):
             results.append(run_config(requests, trace, num_replicas, args))
     return results

@@ -25,3 +25,14 @@ def test_the_simulation_runs_and_reports_every_policy(capsys):
 def test_a_missing_trace_folder_is_a_clear_error(tmp_path, capsys):
     assert routing.main(["--workloads", str(tmp_path), "--traces", "conversation"]) == 2
     assert "no trace at" in capsys.readouterr().err
+
+
+def test_drop_fraction_replays_a_seeded_random_subset(capsys):
+    def replayed(*extra: str) -> int:
+        routing.main(["--json", "--traces", "synthetic", "--replicas", "2", "--limit", "200", *extra])
+        (result,) = json.loads(capsys.readouterr().out)["simulation"]
+        return result["num_requests"]
+
+    assert replayed() == 200
+    dropped = replayed("--drop-fraction", "0.5", "--seed", "1")
+    assert 60 < dropped < 140 and dropped == replayed("--drop-fraction", "0.5", "--seed", "1")
