@@ -19,7 +19,6 @@ class IncrementalDetokenizer:
         self._tokenizer = tokenizer  # a tokenizers.Tokenizer (the fast backend, not the transformers wrapper)
         self._stream = DecodeStream(prompt_token_ids[-_PROMPT_CONTEXT_TOKENS:], skip_special_tokens)
         self._stop = stop
-        self._max_stop_len = max((len(s) for s in stop), default=0)
         self.text = ""
         self.num_emitted_chars = 0
 
@@ -28,13 +27,15 @@ class IncrementalDetokenizer:
         piece = self._stream.step(self._tokenizer, token_id)
         if not piece:
             return None
-        search_from = max(0, len(self.text) - self._max_stop_len + 1)
+        old_len = len(self.text)
         self.text += piece
         if not self._stop or not check_stop:
             return None
         best = None
         for stop in self._stop:
-            at = self.text.find(stop, search_from)
+            # Only a match that ends in the new piece is new: text written while checks were off (min_tokens)
+            # was streamed already and must not stop the request now.
+            at = self.text.find(stop, max(0, old_len - len(stop) + 1))
             if at != -1 and (best is None or at < best[0]):
                 best = (at, stop)
         if best is None:
@@ -52,11 +53,16 @@ class IncrementalDetokenizer:
         return delta
 
     def _held_back_chars(self) -> int:
-        """Length of the longest suffix of the text that is a proper prefix of a stop string."""
+        """Length of the longest suffix of the text that is a proper prefix of a stop string. Candidates start where
+        the stop's first character occurs in the last len(stop) - 1 characters (a C-speed find, not a slice per
+        prefix length: a long stop string must not make each token cost its length squared)."""
         longest = 0
         for stop in self._stop:
-            for k in range(min(len(stop) - 1, len(self.text)), longest, -1):
-                if self.text.endswith(stop[:k]):
-                    longest = k
+            start = max(0, len(self.text) - len(stop) + 1)
+            at = self.text.find(stop[0], start)
+            while at != -1 and len(self.text) - at > longest:
+                if stop.startswith(self.text[at:]):
+                    longest = len(self.text) - at
                     break
+                at = self.text.find(stop[0], at + 1)
         return longest

@@ -107,7 +107,7 @@ class Sampler:
         device = scaled.device
         sorted_logits, order = scaled.sort(dim=-1, descending=True)
         rank = torch.arange(vocab, device=device)[None, :]
-        k = torch.tensor([k if k > 0 else vocab for k in top_k], device=device)[:, None]
+        k = torch.tensor([k if 0 < k < vocab else vocab for k in top_k], device=device)[:, None]  # any int fits
         drop = rank >= k
         sorted_probs = torch.softmax(sorted_logits.masked_fill(drop, float("-inf")), dim=-1)
         cumulative = sorted_probs.cumsum(dim=-1)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from engine.errors import RequestError
 
 MAX_LOGPROBS = 20
+MAX_TEMPERATURE = 1e4
 
 
 @dataclass
@@ -34,7 +35,9 @@ class SamplingParams:
         if self.top_k == -1:
             self.top_k = 0
         self._check(self.n >= 1, "n must be at least 1", "n")
-        self._check(self.temperature >= 0.0, "temperature must be >= 0", "temperature")
+        # Above float32's range a temperature turns into inf and the logits into NaN.
+        self._check(0.0 <= self.temperature <= MAX_TEMPERATURE, f"temperature must be in [0, {MAX_TEMPERATURE:g}]",
+                    "temperature")
         self._check(0.0 < self.top_p <= 1.0, "top_p must be in (0, 1]", "top_p")
         self._check(self.top_k >= 0, "top_k must be -1, 0 (off) or positive", "top_k")
         self._check(0.0 <= self.min_p <= 1.0, "min_p must be in [0, 1]", "min_p")

@@ -114,7 +114,7 @@ class Scheduler:
     def _schedule_swapped(self, out: SchedulerOutput, budget: int) -> int:
         while self.swapped and budget > 0 and len(self.running) < self.config.max_num_seqs:
             seq = self.swapped[0]
-            if not self.kv.swap_in(seq, reserve_blocks=self.watermark_blocks):
+            if not self.kv.swap_in(seq, reserve_blocks=self._reserve_blocks()):
                 break
             self.swapped.popleft()
             self.stats.num_swapped_in_total += 1
@@ -140,7 +140,7 @@ class Scheduler:
             if not chunked and num_new > budget and seq.num_output_tokens == 0:
                 break
             num_new = min(num_new, budget, self.chunk_limit)
-            if not self.kv.allocate_slots(seq, num_new, cached, reserve_blocks=self.watermark_blocks):
+            if not self.kv.allocate_slots(seq, num_new, cached, reserve_blocks=self._reserve_blocks()):
                 break
             self.waiting.popleft()
             seq.status = SequenceStatus.RUNNING
@@ -149,6 +149,11 @@ class Scheduler:
             budget -= num_new
             self._count_admission(seq, num_cached_tokens)
             self._count_chunk(seq, num_new)
+
+    def _reserve_blocks(self) -> int:
+        """The watermark keeps room for running sequences to grow into; with none running it only keeps out a
+        sequence that needs nearly the whole pool, which would then wait forever (and everything behind it)."""
+        return self.watermark_blocks if self.running else 0
 
     def _count_admission(self, seq: Sequence, num_cached_tokens: int) -> None:
         request = seq.request

@@ -19,6 +19,8 @@ from engine.server.errors import InvalidRequestError
 MAX_N = 128
 MAX_PROMPTS = 256
 MAX_STOP_STRINGS = 64
+MAX_STOP_CHARS = 4096  # each stop string; the streamed hold-back is at most this long
+MAX_STOP_TOKEN_IDS = 1024  # every generated token is checked against them
 _SEED_MIN, _SEED_MAX = -(1 << 63), (1 << 63) - 1  # choice i samples with seed + i: stay inside torch's range
 
 _SAMPLING_FIELDS = {
@@ -272,7 +274,10 @@ def _stop(value) -> list[str]:
     stops = [value] if isinstance(value, str) else value
     if not isinstance(stops, list) or len(stops) > MAX_STOP_STRINGS:
         raise InvalidRequestError(f"'stop' must be a string or an array of at most {MAX_STOP_STRINGS}.", param="stop")
-    return [_text(s, "stop") for s in stops]
+    stops = [_text(s, "stop") for s in stops]
+    if any(len(s) > MAX_STOP_CHARS for s in stops):
+        raise InvalidRequestError(f"each 'stop' string must be at most {MAX_STOP_CHARS} characters.", param="stop")
+    return stops
 
 
 def _opt_int(body: dict, name: str, low: int, high: int | None) -> int | None:
@@ -291,8 +296,9 @@ def _opt_int_list(body: dict, name: str) -> list[int]:
     value = body.get(name)
     if value is None:
         return []
-    if not isinstance(value, list) or not all(_is_int(t) and t >= 0 for t in value):
-        raise InvalidRequestError(f"'{name}' must be an array of non-negative integers.", param=name)
+    if not isinstance(value, list) or len(value) > MAX_STOP_TOKEN_IDS or not all(_is_int(t) and t >= 0 for t in value):
+        raise InvalidRequestError(f"'{name}' must be an array of at most {MAX_STOP_TOKEN_IDS} non-negative integers.",
+                                  param=name)
     return value
 
 

@@ -13,6 +13,8 @@ from functools import lru_cache
 
 from tokenizers import decoders
 
+from engine.server.errors import InvalidRequestError
+
 
 class Tokenization:
     def __init__(self, tokenizer):
@@ -56,9 +58,14 @@ class Tokenization:
         return self.tokenizer.encode(text, add_special_tokens=add_special_tokens)
 
     def _encode_chat(self, messages: list[dict], add_generation_prompt: bool) -> list[int]:
-        text = self.tokenizer.apply_chat_template(
-            messages, add_generation_prompt=add_generation_prompt, tokenize=False
-        )
+        try:
+            text = self.tokenizer.apply_chat_template(
+                messages, add_generation_prompt=add_generation_prompt, tokenize=False
+            )
+        except Exception as exc:  # noqa: BLE001 - a template rejects a conversation with TemplateError, ValueError...
+            # (a system role the template forbids, turns that do not alternate, no chat template at all)
+            raise InvalidRequestError(f"messages could not be rendered with the model's chat template: {exc}",
+                                      param="messages") from None
         # The template writes the special tokens (BOS, headers) itself.
         return self.tokenizer.encode(text, add_special_tokens=False)
 

@@ -45,11 +45,21 @@ def _assert_openai_error(response: httpx.Response, status: int) -> dict:
         (CHAT, b'{"messages": [{"role": "user", "content": 5}]}', "messages[0].content"),
         (CHAT, b'{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}', "tools"),
         (CHAT, b'"just a string"', None),
+        (COMPLETIONS, b'{"prompt": "x", "temperature": 1e39}', "temperature"),
+        (COMPLETIONS, b'{"prompt": "x", "stop": ["' + b"s" * 5000 + b'"]}', "stop"),
+        (COMPLETIONS, b'{"prompt": "x", "stop_token_ids": [' + b"7," * 2000 + b'7]}', "stop_token_ids"),
     ],
 )
 def test_bad_requests_answer_400(live_server, path, body, param):
     error = _assert_openai_error(_post(live_server, path, body), 400)
     assert error["type"] == "invalid_request_error" and error["param"] == param
+
+
+def test_top_k_beyond_int64_is_served_and_the_engine_lives(live_server):
+    """top_k past the vocabulary means "off"; a value past int64 once killed the engine thread in the sampler."""
+    response = _post(live_server, COMPLETIONS, b'{"prompt": "x", "max_tokens": 2, "top_k": 9223372036854775808}')
+    assert response.status_code == 200, response.text
+    assert live_server.http.get("/health").status_code == 200
 
 
 def test_huge_max_tokens_gives_400_with_both_numbers(live_server):
@@ -155,3 +165,33 @@ def test_health_metrics_and_concurrent_garbage(live_server):
         "sluicegate_engine_step_time_seconds",
     ):  # fmt: skip
         assert name in text, name
+
+
+def test_a_chat_template_that_rejects_the_messages_gives_400(tiny_model_dir, tmp_path):
+    """Mistral-, Llama-2- and Gemma-style templates raise on turns that do not alternate: a client error."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    strict = tmp_path / "strict-template"
+    shutil.copytree(tiny_model_dir, strict)
+    template = ("{{ bos_token }}{% for message in messages %}"
+                "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+                "{{ raise_exception('Conversation roles must alternate user/assistant/...') }}{% endif %}"
+                "{{ message['content'] }}{% endfor %}")
+    config = json.loads((strict / "tokenizer_config.json").read_text())
+    config["chat_template"] = template
+    (strict / "tokenizer_config.json").write_text(json.dumps(config))
+    if Path(strict / "chat_template.jinja").exists():
+        (strict / "chat_template.jinja").write_text(template)
+    server = LiveServer(make_engine(str(strict))).start()
+    try:
+        wrong_order = [{"role": "assistant", "content": "hi"}]
+        assert server.http.post(CHAT, json={"messages": [{"role": "user", "content": "hi"}],
+                                            "max_tokens": 2}).status_code == 200
+        error = _assert_openai_error(server.http.post(CHAT, json={"messages": wrong_order, "max_tokens": 2}), 400)
+        assert error["param"] == "messages" and "alternate" in error["message"]
+        error = _assert_openai_error(server.http.post("/tokenize", json={"messages": wrong_order}), 400)
+        assert error["param"] == "messages"
+    finally:
+        server.stop()
