@@ -16,9 +16,11 @@ the store at once; gateways see it on their next request (auth.py explains how).
 
 from __future__ import annotations
 
+import functools
 import hmac
 import json
 import time
+from collections.abc import Callable
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -35,6 +37,7 @@ from gateway.tenants import (
     digest_key,
     key_id_of,
     new_api_key,
+    policy_name_check,
     validate_tenant_id,
 )
 
@@ -63,11 +66,13 @@ def admin_routes(gw) -> list[Route]:
 
         return run
 
+    check_policy = policy_name_check(gw.hooks)  # a guardrail policy name this gateway does not define is a 400
     return [
         Route("/tenants", endpoint(list_tenants), methods=["GET"]),
-        Route("/tenants", endpoint(create_tenant), methods=["POST"]),
+        Route("/tenants", endpoint(functools.partial(create_tenant, check_policy=check_policy)), methods=["POST"]),
         Route("/tenants/{tenant}", endpoint(get_tenant), methods=["GET"]),
-        Route("/tenants/{tenant}", endpoint(update_tenant), methods=["PATCH"]),
+        Route("/tenants/{tenant}", endpoint(functools.partial(update_tenant, check_policy=check_policy)),
+              methods=["PATCH"]),
         Route("/tenants/{tenant}", endpoint(delete_tenant), methods=["DELETE"]),
         Route("/tenants/{tenant}/keys", endpoint(create_key), methods=["POST"]),
         Route("/tenants/{tenant}/keys", endpoint(list_keys), methods=["GET"]),
@@ -112,12 +117,12 @@ async def list_tenants(request: Request, store) -> Response:
     return JSONResponse({"data": [t.to_public() for t in await store.list_tenants()]})
 
 
-async def create_tenant(request: Request, store) -> Response:
+async def create_tenant(request: Request, store, check_policy: Callable[[str], None]) -> Response:
     body = await _json(request)
     tenant_id = validate_tenant_id(body.pop("id", None))
     if await store.get_tenant(tenant_id) is not None:
         raise ApiError(409, f"Tenant {tenant_id!r} already exists; PATCH it instead.", code="tenant_exists")
-    tenant = await store.put_tenant(apply_tenant_fields(Tenant(id=tenant_id), body))
+    tenant = await store.put_tenant(apply_tenant_fields(Tenant(id=tenant_id), body, check_policy))
     return JSONResponse(tenant.to_public(), status_code=201)
 
 
@@ -125,8 +130,8 @@ async def get_tenant(request: Request, store) -> Response:
     return JSONResponse((await _tenant(request, store)).to_public())
 
 
-async def update_tenant(request: Request, store) -> Response:
-    tenant = apply_tenant_fields(await _tenant(request, store), await _json(request))
+async def update_tenant(request: Request, store, check_policy: Callable[[str], None]) -> Response:
+    tenant = apply_tenant_fields(await _tenant(request, store), await _json(request), check_policy)
     return JSONResponse((await store.put_tenant(tenant)).to_public())
 
 

@@ -35,6 +35,8 @@ class Admitted:
     tenant: Tenant
     admission: Admission
     request_id: str
+    lease_end_ms: int
+    """Wall-clock ms at which the in-flight lease ends: lets a replayed settlement tell it already ran."""
     headers: list[tuple[bytes, bytes]] = field(default_factory=list)
     settled: bool = False
 
@@ -62,14 +64,17 @@ async def admit(gw, kind: str, scope, receive) -> Admitted:
     request_id = gw.next_request_id()
     request = AdmitRequest(tenant.id, key.digest, parsed.model, prompt.prompt_tokens, parsed.max_tokens,
                            parsed.completions, request_id, gw.config.request_lease_s)
+    lease_end_ms = int((time.time() + request.lease_s) * 1000)
     with stage("admission"):
         admission = await gw.store.admit(request, tenant, key)
-    if admission.reason != base.UNAUTHORIZED and admission.tenant_gen != tenant.gen:
+    # A local fallback admission carries the local copy's own generation counter, not Redis': nothing to refresh
+    # from while Redis is down, and the cached tenant is the freshest copy there is.
+    if admission.reason != base.UNAUTHORIZED and not admission.fallback and admission.tenant_gen != tenant.gen:
         try:
             tenant = await gw.auth.refresh_tenant(tenant.id)
         except BaseException:
             if admission.ok:  # the store took the reservation: give it back, or it leaks until the lease ends
-                gw.spawn(gw.store.settle(_nothing_used(request, admission), admission.store))
+                gw.spawn(gw.store.settle(_nothing_used(request, admission, lease_end_ms), admission.store))
             raise
     headers = ratelimit_headers(admission.buckets)
     if not admission.ok:
@@ -78,12 +83,13 @@ async def admit(gw, kind: str, scope, receive) -> Admitted:
         error.headers.update((k.decode(), v.decode()) for k, v in headers)
         raise error
     headers.append((b"x-request-id", request_id.encode()))
-    return Admitted(parsed, raw, model, prompt, key, tenant, admission, request_id, headers)
+    return Admitted(parsed, raw, model, prompt, key, tenant, admission, request_id, lease_end_ms, headers)
 
 
-def _nothing_used(request: AdmitRequest, admission) -> base.Settlement:
+def _nothing_used(request: AdmitRequest, admission, lease_end_ms: int) -> base.Settlement:
     return base.Settlement(request.tenant_id, request.digest, request.model, request.request_id,
-                           request.prompt_tokens, admission.reserved_out, 0, 0, admission.day, admission.month)
+                           request.prompt_tokens, admission.reserved_out, 0, 0, admission.day, admission.month,
+                           lease_end_ms)
 
 
 def _precheck(gw, key: ApiKey, tenant: Tenant) -> None:

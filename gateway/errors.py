@@ -3,13 +3,20 @@
     ApiError                      any error a client sees: status, message, type, code, param, extra headers
       made by the helpers below:  invalid_request (400), unauthorized (401), model_not_allowed (403),
                                   unknown_model (404), context_length_exceeded (400), unavailable (503),
-                                  upstream_failed (502), upstream_timeout (504)
+                                  upstream_failed (502), upstream_timeout (504), guardrail_policy_unknown (503)
       429s (rate_limit_exceeded, insufficient_quota) come from rejections.py
+    upstream_retry_after_s        an upstream's Retry-After header, read defensively
 """
 
 from __future__ import annotations
 
+import email.utils
 import json
+import math
+from datetime import datetime, timezone
+
+UPSTREAM_RETRY_AFTER_MAX_S = 300.0
+"""An upstream asking for a longer wait is passed on as this: past minutes, a client should rather try again."""
 
 
 class ApiError(Exception):
@@ -64,6 +71,13 @@ def unavailable(message: str, retry_after_s: float = 1.0) -> ApiError:
     return ApiError(503, message, "service_unavailable", "service_unavailable", headers=retry_after(retry_after_s))
 
 
+def guardrail_policy_unknown(policy: str) -> ApiError:
+    # 503 without Retry-After: the gateway's config, not the client, must change (no point retrying soon).
+    return ApiError(503, f"The tenant's guardrail policy {policy!r} is not defined on this gateway; an administrator "
+                    "must set the tenant's `guardrails` to a defined policy or 'off'.", "service_unavailable",
+                    "guardrail_policy_unknown")
+
+
 def upstream_failed(message: str) -> ApiError:
     return ApiError(502, message, "upstream_error", "upstream_error")
 
@@ -75,3 +89,23 @@ def upstream_timeout(message: str) -> ApiError:
 def retry_after(retry_after_s: float) -> dict[str, str]:
     # Retry-After is whole seconds; round up so a client that obeys it is admitted.
     return {"retry-after": str(max(1, int(-(-retry_after_s // 1))))}
+
+
+def upstream_retry_after_s(value: str | None, default_s: float = 1.0) -> float:
+    """An upstream's Retry-After in seconds, clamped to [1, UPSTREAM_RETRY_AFTER_MAX_S]; default_s when absent or
+    unreadable. RFC 9110 allows delay-seconds or an HTTP date; a date in the past means "now" (clamped to 1 s)."""
+    if not value:
+        return default_s
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return default_s
+        if when.tzinfo is None:  # "-0000" parses naive; HTTP dates are UTC
+            when = when.replace(tzinfo=timezone.utc)
+        seconds = (when - datetime.now(timezone.utc)).total_seconds()
+    if not math.isfinite(seconds):  # "nan", "inf", "1e400": garbage, not a wait
+        return default_s
+    return min(max(seconds, 1.0), UPSTREAM_RETRY_AFTER_MAX_S)

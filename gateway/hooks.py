@@ -15,6 +15,9 @@ from gateway.tenants import Tenant
 
 
 class StreamTransformer(Protocol):
+    blocked: bool
+    """True once the transformer has ended the stream with an error event: the rest of the answer is unwanted."""
+
     def feed(self, data: bytes) -> bytes:
         """Complete SSE events in (the last one is `data: [DONE]`), the bytes to send now out (may hold back)."""
 

@@ -7,6 +7,7 @@ parameters pass through to the upstream, which validates them.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 from gateway.errors import invalid_request
@@ -14,6 +15,10 @@ from gateway.errors import invalid_request
 CHAT = "chat"
 COMPLETIONS = "completions"
 MAX_N = 128
+TOKEN_ID_LIMIT = 2**32
+"""Token ids are uint32 downstream (routing's block hashes, the engine): anything outside [0, 2**32) is a 400."""
+# A `\u` escape of a UTF-16 surrogate (D800-DFFF); JSON allows only a lowercase `u`, hex digits in either case.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 
 @dataclass
@@ -37,8 +42,19 @@ def parse_json(raw: bytes) -> dict:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise invalid_request(f"The request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise invalid_request("The request body is nested too deeply.") from None
     if not isinstance(body, dict):
         raise invalid_request("The request body must be a JSON object.")
+    # json.loads accepts a lone surrogate escape (`\ud800`), a str that no encoder downstream can write: reject it
+    # here. Valid pairs (every emoji a client escapes) also match the search, so the re-encode decides; bodies with
+    # no surrogate escape pay only the regex scan (~0.8 us for 2 KB; a `b"\\u" in raw` test measured 2.3 us).
+    if _SURROGATE_ESCAPE.search(raw):
+        try:
+            json.dumps(body, ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            raise invalid_request("The request body contains a lone UTF-16 surrogate escape (\\ud800-\\udfff not "
+                                  "part of a pair); strings must be valid Unicode.") from None
     return body
 
 
@@ -93,7 +109,7 @@ def parse_chat(body: dict) -> ParsedRequest:
 
 def _is_token_ids(value) -> bool:
     return isinstance(value, list) and bool(value) and all(
-        isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in value)
+        isinstance(t, int) and not isinstance(t, bool) and 0 <= t < TOKEN_ID_LIMIT for t in value)
 
 
 def parse_completion(body: dict) -> ParsedRequest:
@@ -106,5 +122,5 @@ def parse_completion(body: dict) -> ParsedRequest:
         prompts = list(prompt)
     else:
         raise invalid_request("prompt must be a string, an array of strings, an array of token ids, or an array "
-                              "of token-id arrays.", param="prompt")
+                              f"of token-id arrays (token ids are integers in [0, {TOKEN_ID_LIMIT})).", param="prompt")
     return _common(COMPLETIONS, body, prompts)

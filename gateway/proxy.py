@@ -8,6 +8,7 @@ cannot interrupt it) and settles in a background task. What is charged:
     error before the first byte     nothing (0 in, 0 out)
     completed                       the upstream's usage; without usage: our prompt count + the delivered text
     cut mid-stream / disconnected   the upstream's usage if it came, else our prompt count + the delivered text
+    blocked by an output guardrail  our prompt count + the text generated up to the block (the upstream is cut)
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import aiohttp
 
 from gateway.admission import Admitted, admit
 from gateway.asgi import JSON, ClientGone, header, send_bytes, send_error
-from gateway.errors import ApiError, unavailable, upstream_failed, upstream_timeout
+from gateway.errors import ApiError, unavailable, upstream_failed, upstream_retry_after_s, upstream_timeout
 from gateway.parse import CHAT
 from gateway.routing.base import (
     CLIENT_DISCONNECT,
@@ -56,6 +57,8 @@ class Flight:
     completion_text: str | None = None
     status: int = 0
     client_gone: bool = False
+    cut: bool = False
+    """The gateway ended a healthy stream itself (an output block): the upstream's work is cancelled."""
 
 
 class CompletionsEndpoint:
@@ -203,21 +206,23 @@ class CompletionsEndpoint:
                 data = scanner.feed(chunk)
                 if transformer is not None:
                     data = transformer.feed(data)
-                if not data:
-                    continue
-                await send({"type": "http.response.body", "body": data, "more_body": True})
-                now = time.perf_counter()
-                if last_sent:
-                    inter_chunk.observe(now - last_sent)
-                else:
-                    gw.metrics.child(gw.metrics.ttft, a.parsed.model).observe(now - started)
-                    flight.delivered_any = True
-                last_sent = now
+                    flight.cut = transformer.blocked
+                if data:
+                    await send({"type": "http.response.body", "body": data, "more_body": True})
+                    now = time.perf_counter()
+                    if last_sent:
+                        inter_chunk.observe(now - last_sent)
+                    else:
+                        gw.metrics.child(gw.metrics.ttft, a.parsed.model).observe(now - started)
+                        flight.delivered_any = True
+                    last_sent = now
+                if flight.cut:  # blocked: stop reading, so the upstream stops generating what nobody will see
+                    break
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             gw.metrics.child(gw.metrics.upstream_errors, "mid_stream").inc()
             tail = error_event(f"The upstream failed mid-stream: {type(exc).__name__}.", "upstream_error")
         else:
-            if not scanner.saw_done:
+            if not scanner.saw_done and not flight.cut:
                 gw.metrics.child(gw.metrics.upstream_errors, "mid_stream").inc()
                 tail = error_event("The upstream ended the stream early.", "upstream_error")
         flight.usage = scanner.usage
@@ -235,7 +240,7 @@ class CompletionsEndpoint:
         gw = self._gw
         gw.spawn(self._settle(a, flight))  # first: nothing below may keep the reservation from being settled
         if flight.response is not None:
-            if flight.outcome == OK:
+            if flight.outcome == OK and not flight.cut:
                 flight.response.release()  # read to the end: the connection goes back to the pool
             else:
                 flight.response.close()  # cut: closing the connection is what cancels the upstream's work
@@ -253,7 +258,8 @@ class CompletionsEndpoint:
             if actual_out is None:
                 actual_out = self._count_delivered(a, flight)
         settlement = Settlement(a.tenant.id, a.key.digest, a.parsed.model, a.request_id, a.prompt.prompt_tokens,
-                                a.admission.reserved_out, actual_in, actual_out, a.admission.day, a.admission.month)
+                                a.admission.reserved_out, actual_in, actual_out, a.admission.day, a.admission.month,
+                                a.lease_end_ms)
         try:
             await gw.store.settle(settlement, a.admission.store)
         except Exception:
@@ -272,8 +278,14 @@ class CompletionsEndpoint:
         return tokenizer.count(text)
 
 
+MAX_USAGE_TOKENS = 2**31 - 1
+"""An upstream's usage is clamped here: no request uses more, and Redis' counters must stay integers."""
+
+
 def _int(value, default):
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        return default
+    return min(value, MAX_USAGE_TOKENS)
 
 
 def _cache_salt(a: Admitted) -> str:
@@ -317,7 +329,7 @@ async def _upstream_error(response: aiohttp.ClientResponse) -> ApiError:
     status = response.status
     if status == 503:
         return unavailable(f"The upstream is overloaded: {message}",
-                           float(response.headers.get("retry-after", "1") or 1))
+                           upstream_retry_after_s(response.headers.get("retry-after")))
     if status >= 500:
         return upstream_failed(f"The upstream failed: {message}")
     return ApiError(status, message, "invalid_request_error", code if isinstance(code, str) else None)

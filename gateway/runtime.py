@@ -19,6 +19,7 @@ from gateway.store.base import StoreUnavailable
 from gateway.store.local import LocalStore
 from gateway.store.redis_store import RedisStore
 from gateway.store.resilient import ResilientStore
+from gateway.tenants import policy_name_check
 from gateway.tokenizer import PromptTokenizer
 from gateway.upstream import UpstreamPool
 from sluicegate import tracing
@@ -70,7 +71,7 @@ class Gateway:
         await self.store.start()
         if self.config.tenants_seed:
             try:
-                await seed_tenants(self.store, self.config.tenants_seed)
+                await seed_tenants(self.store, self.config.tenants_seed, policy_name_check(self.hooks))
             except StoreUnavailable:  # start anyway: keys resolve once Redis is back; the next start seeds
                 log.warning("redis unreachable at start-up: tenants seed %s not applied", self.config.tenants_seed)
         await self.router.start()

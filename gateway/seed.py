@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -23,8 +24,9 @@ from gateway.errors import ApiError
 from gateway.tenants import ApiKey, Tenant, apply_tenant_fields, digest_key, key_id_of, validate_tenant_id
 
 
-async def seed_tenants(store, path: str) -> int:
-    """Create the seeded tenants and keys that do not exist yet; return how many records were created."""
+async def seed_tenants(store, path: str, check_policy: Callable[[str], None]) -> int:
+    """Create the seeded tenants and keys that do not exist yet; return how many records were created.
+    `check_policy` (tenants.policy_name_check) makes a guardrail policy the gateway does not define a ConfigError."""
     try:
         raw = yaml.safe_load(Path(path).read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
@@ -37,7 +39,7 @@ async def seed_tenants(store, path: str) -> int:
         try:
             tenant_id = validate_tenant_id(entry.pop("id", None))
             if tenant_id not in existing:
-                await store.put_tenant(apply_tenant_fields(Tenant(id=tenant_id), entry))
+                await store.put_tenant(apply_tenant_fields(Tenant(id=tenant_id), entry, check_policy))
                 created += 1
         except ApiError as exc:
             raise ConfigError(f"tenants seed {path!r}: {exc.message}") from None

@@ -9,12 +9,14 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 
 from gateway.errors import invalid_request
 
 TENANT_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 KEY_PREFIX = "sk-sg-"
+GUARDRAILS_OFF = "off"
 
 # Tenant and key limits, in the order the admission script reads them.
 BUCKET_LIMITS = ("rpm", "input_tpm", "output_tpm")
@@ -35,7 +37,7 @@ class Tenant:
     monthly_tokens: int = 0
     default_max_tokens: int = 256
     """Output reservation for requests that do not set max_tokens."""
-    guardrails: str = "off"
+    guardrails: str = GUARDRAILS_OFF
     """Guardrail policy name (applied by the guardrails hook)."""
     isolate_cache: bool = False
     """Salt this tenant's prefix hashes with its id so its prompts never share KV blocks with other tenants."""
@@ -99,8 +101,31 @@ def _non_negative_int(name: str, value) -> int:
     return value
 
 
-def apply_tenant_fields(tenant: Tenant, updates: dict) -> Tenant:
-    """Validate and apply an admin update (unknown fields are a 400, not silently ignored)."""
+def policy_name_check(hooks) -> Callable[[str], None]:
+    """What a tenant's `guardrails` name must pass: the hooks' own check (GuardrailHooks.check_policy_name raises a
+    ValueError naming the defined policies); hooks without one (guardrails off) define no policy but "off"."""
+    return getattr(hooks, "check_policy_name", None) or _only_off
+
+
+def _only_off(name: str) -> None:
+    if name != GUARDRAILS_OFF:
+        raise ValueError(f"guardrail policy {name!r} is not defined: this gateway runs without guardrails "
+                         f"(no `guardrails` section in its config); use {GUARDRAILS_OFF!r}")
+
+
+def _policy_name(value, check_policy: Callable[[str], None]) -> str:
+    if not isinstance(value, str):
+        raise invalid_request(f"guardrails must be a policy name, got {value!r}", param="guardrails")
+    try:
+        check_policy(value)
+    except ValueError as exc:  # a name the gateway does not define would fail every request of the tenant
+        raise invalid_request(str(exc), param="guardrails", code="guardrail_policy_unknown") from None
+    return value
+
+
+def apply_tenant_fields(tenant: Tenant, updates: dict, check_policy: Callable[[str], None]) -> Tenant:
+    """Validate and apply an admin update (unknown fields are a 400, not silently ignored); `check_policy` (from
+    policy_name_check) raises ValueError for a guardrail policy name the gateway does not define."""
     known = {f.name for f in fields(Tenant)} - {"id", "gen"}
     for name, value in updates.items():
         if name not in known:
@@ -113,8 +138,8 @@ def apply_tenant_fields(tenant: Tenant, updates: dict) -> Tenant:
         elif name == "models":
             if not isinstance(value, list) or not all(isinstance(m, str) and m and "," not in m for m in value):
                 raise invalid_request(f"models must be a list of model names, got {value!r}", param=name)
-        elif name == "guardrails" and not isinstance(value, str):
-            raise invalid_request(f"guardrails must be a policy name, got {value!r}", param=name)
+        elif name == "guardrails":
+            value = _policy_name(value, check_policy)
         setattr(tenant, name, value)
     return tenant
 
@@ -151,7 +176,7 @@ def tenant_to_hash(tenant: Tenant) -> dict[str, str]:
 
 
 def tenant_from_hash(raw: dict[str, str]) -> Tenant:
-    tenant = Tenant(id=raw["id"], guardrails=raw.get("guardrails", "off"),
+    tenant = Tenant(id=raw["id"], guardrails=raw.get("guardrails", GUARDRAILS_OFF),
                     isolate_cache=raw.get("isolate_cache") == "1",
                     models=[m for m in raw.get("models", "").split(",") if m], gen=int(raw.get("gen", 0)))
     for name in TENANT_INT_FIELDS:

@@ -26,8 +26,12 @@ class UpstreamPool:
         if session is None:
             # Idle connections are dropped before uvicorn's 5 s keep-alive closes them from the other side.
             connector = aiohttp.TCPConnector(limit=self._config.max_connections, keepalive_timeout=4.0)
+            # Bodies are relayed as they arrive (auto_decompress=False keeps streams unbuffered), so the upstream must
+            # not compress: aiohttp's default `Accept-Encoding: gzip, deflate` would let it (nginx, hosted APIs), and
+            # no header at all means "any encoding" (RFC 9110), hence an explicit identity.
             session = aiohttp.ClientSession(base_url=base_url, connector=connector, timeout=self._timeout,
-                                            auto_decompress=False, skip_auto_headers=("User-Agent",))
+                                            auto_decompress=False, skip_auto_headers=("User-Agent",),
+                                            headers={"Accept-Encoding": "identity"})
             self._sessions[base_url] = session
         return session
 

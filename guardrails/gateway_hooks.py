@@ -3,11 +3,14 @@
 It matches that protocol structurally, so guardrails/ never imports gateway/. Wiring (the lead's side):
 
     hooks = GuardrailHooks(Guardrails(config), policies={"strict": GuardrailPolicy.from_dict({...})},
-                           on_block=lambda blocked: invalid_request(str(blocked), code="content_policy_violation"))
+                           on_block=lambda blocked: invalid_request(str(blocked), code="content_policy_violation"),
+                           on_unknown_policy=guardrail_policy_unknown)
     app = build_app(gateway_config, hooks=hooks)
 
-- A tenant names its policy (`tenant.guardrails`); "off" means no checks. Unknown names fail at construction
-  through `check_policy_name`, which the gateway calls when it loads a tenant.
+- A tenant names its policy (`tenant.guardrails`); "off" means no checks. The admin API and the tenant seed refuse
+  an unknown name through `check_policy_name`. A tenant that still names one at request time (the gateway config
+  lost the policy after the tenant was written) gets `on_unknown_policy(name)` raised: the wiring makes it a 503;
+  the default raises the GuardrailConfigError itself.
 - Input: every chat message's text (string content or `text` parts) and every completion prompt string is checked
   for PII; injection is scored on user and tool messages (and on completion prompts) only. Token-id prompts carry no
   text and pass unchecked. Redaction writes the redacted text back into a copy of the body.
@@ -45,7 +48,8 @@ class TenantLike(Protocol):
 
 class GuardrailHooks:
     def __init__(self, guardrails: Guardrails, policies: dict[str, GuardrailPolicy],
-                 on_block: Callable[[GuardrailBlocked], Exception] | None = None) -> None:
+                 on_block: Callable[[GuardrailBlocked], Exception] | None = None,
+                 on_unknown_policy: Callable[[str], Exception] | None = None) -> None:
         if OFF in policies:
             raise GuardrailConfigError(f"policy name {OFF!r} is reserved for 'no guardrails'")
         for policy in policies.values():
@@ -53,16 +57,22 @@ class GuardrailHooks:
         self.guardrails = guardrails
         self.policies = policies
         self.on_block = on_block or (lambda blocked: blocked)
+        self.on_unknown_policy = on_unknown_policy or self._undefined
+
+    def _undefined(self, name: str) -> GuardrailConfigError:
+        return GuardrailConfigError(f"guardrail policy {name!r} is not defined; defined: {sorted(self.policies)}")
 
     def check_policy_name(self, name: str) -> None:
         if name != OFF and name not in self.policies:
-            raise GuardrailConfigError(f"guardrail policy {name!r} is not defined; defined: {sorted(self.policies)}")
+            raise self._undefined(name)
 
     def policy_for(self, tenant: TenantLike) -> GuardrailPolicy | None:
         if tenant.guardrails == OFF:
             return None
-        self.check_policy_name(tenant.guardrails)
-        return self.policies[tenant.guardrails]
+        policy = self.policies.get(tenant.guardrails)
+        if policy is None:
+            raise self.on_unknown_policy(tenant.guardrails)
+        return policy
 
     async def check_input(self, tenant: TenantLike, route_kind: str, body: dict) -> dict:
         policy = self.policy_for(tenant)

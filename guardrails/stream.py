@@ -181,7 +181,8 @@ class StreamRedactor:
         end = self._swallow_end.search(self._pending)
         if end is None:
             keep = 0 if final or self._swallow_end is _RUN_END else _PEM_END_MAX_CHARS
-            dropped = self._pending[:len(self._pending) - keep] if keep else self._pending
+            # Keep the tail that could be the start of the end line; a pending text shorter than that keeps it all.
+            dropped = self._pending[:max(0, len(self._pending) - keep)]
             self._pending = self._pending[len(dropped):]
             return "*" * len(dropped) if masking else ""
         secret_end = end.start() if self._swallow_end is _RUN_END else end.end()

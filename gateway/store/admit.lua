@@ -1,7 +1,8 @@
 -- Admission: check everything, then take from every bucket or from none. Mirrors MemoryStore.admit.
 -- KEYS: 1 tenant hash, 2 key hash, 3-5 tenant buckets (requests, input, output), 6-8 key buckets, 9 in-flight zset,
 --       10 spent hash (fields d:<YYYYMMDD>, m:<YYYYMM>)
--- ARGV: 1 model, 2 prompt tokens, 3 reservation (-1: tenant default x ARGV[6]), 4 request id, 5 lease ms, 6 completions
+-- ARGV: 1 model, 2 prompt tokens, 3 max tokens per completion (-1: the tenant's default), 4 request id, 5 lease ms,
+--       6 completions (the reservation is max tokens x completions)
 -- Returns {reason, retry_ms, gen, reserved, day, month, then per bucket kind: limit, remaining, reset_ms}.
 local tenant = redis.call('HMGET', KEYS[1], 'rpm', 'input_tpm', 'output_tpm', 'max_concurrent', 'daily_tokens',
   'monthly_tokens', 'default_max_tokens', 'models', 'gen')
@@ -17,7 +18,8 @@ if tenant[8] ~= '' and not string.find(',' .. tenant[8] .. ',', ',' .. ARGV[1] .
 end
 local prompt = tonumber(ARGV[2])
 local reserve = tonumber(ARGV[3])
-if reserve < 0 then reserve = tonumber(tenant[7]) * tonumber(ARGV[6]) end
+if reserve < 0 then reserve = tonumber(tenant[7]) end
+reserve = reserve * tonumber(ARGV[6])
 
 -- UTC civil date from days since the epoch (H. Hinnant's algorithm): budget periods follow Redis' clock too.
 local function civil(days)

@@ -33,6 +33,14 @@ class StoreUnavailable(Exception):
     """The store could not answer in time (Redis down or slow)."""
 
 
+class StoreReplyLost(StoreUnavailable):
+    """The command was sent but its reply never came (timeout, connection lost): it may have run."""
+
+
+class StoreRejected(Exception):
+    """Redis answered with an error (a script error, a value it cannot take): retrying would fail the same way."""
+
+
 @dataclass
 class BucketView:
     """What the rate-limit headers report for one bucket kind (the tighter of tenant and key)."""
@@ -49,9 +57,9 @@ class AdmitRequest:
     model: str
     prompt_tokens: int
     max_tokens: int | None
-    """The request's output reservation; None: the tenant's default_max_tokens x completions."""
+    """Output tokens per completion; None: the tenant's default_max_tokens."""
     completions: int
-    """Choices per prompt times prompts (n x len(prompts)): multiplies the default reservation."""
+    """Choices per prompt times prompts (n x len(prompts)): the reservation is max_tokens x completions."""
     request_id: str
     lease_s: float
 
@@ -87,6 +95,13 @@ class Settlement:
     actual_out: int
     day: str
     month: str
+    lease_end_ms: int = 0
+    """Wall-clock ms at which the admission's in-flight lease ends (0: unknown)."""
+    replay: bool = False
+    """Sent again after a lost reply: skipped when the request's lease is gone before it ended, since then the
+    first attempt ran (or the admission it settles never did)."""
+    count_usage: bool = True
+    """False for a void settlement: it returns a reservation an admission whose reply was lost may have taken."""
 
 
 class Store(Protocol):

@@ -50,9 +50,8 @@ class MemoryStore:
             return Admission(base.UNAUTHORIZED)
         if not tenant.allows(request.model):
             return Admission(base.MODEL_NOT_ALLOWED, tenant_gen=tenant.gen)
-        reserve = request.max_tokens
-        if reserve is None:
-            reserve = tenant.default_max_tokens * request.completions
+        per_completion = tenant.default_max_tokens if request.max_tokens is None else request.max_tokens
+        reserve = per_completion * request.completions
         day, month, to_next_day_ms, to_next_month_ms = periods(now)
         denied = Admission("", tenant_gen=tenant.gen, reserved_out=reserve, day=day, month=month)
 
@@ -118,7 +117,8 @@ class MemoryStore:
         spent = self._spent[s.tenant_id]
         spent["d:" + s.day] -= refund_in + refund_out
         spent["m:" + s.month] -= refund_in + refund_out
-        _count_usage(self._usage[(s.tenant_id, s.day)], s)
+        if s.count_usage:
+            _count_usage(self._usage[(s.tenant_id, s.day)], s)
 
     def _adjust(self, scope: str, name: str, limit: int, delta: int, now: int) -> None:
         if limit <= 0 or delta == 0:

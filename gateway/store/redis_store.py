@@ -29,7 +29,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from gateway.store import base
-from gateway.store.base import Admission, AdmitRequest, BucketView, Settlement, StoreUnavailable
+from gateway.store.base import Admission, AdmitRequest, BucketView, Settlement, StoreRejected, StoreUnavailable
 from gateway.store.resp import PreparedCommand, RespClient, RespError
 from gateway.tenants import (
     ApiKey,
@@ -87,13 +87,13 @@ class RedisStore:
             return await self._fast.call_prepared(command, *args)
         except RespError as exc:
             if not str(exc).startswith("NOSCRIPT"):
-                raise StoreUnavailable(f"redis: {exc}") from exc
+                raise StoreRejected(f"redis: {exc}") from exc
         # Redis restarted or was flushed: load the script again (EVALSHA, reload on NOSCRIPT).
         try:
             await self._fast.call("SCRIPT", "LOAD", script.source)
             return await self._fast.call_prepared(command, *args)
         except RespError as exc:
-            raise StoreUnavailable(f"redis: {exc}") from exc
+            raise StoreRejected(f"redis: {exc}") from exc
 
     # ---- key names ----------------------------------------------------------------------------------------------
     def _t(self, tenant_id: str) -> str:
@@ -139,7 +139,7 @@ class RedisStore:
 
     async def settle(self, s: Settlement) -> None:
         args = [s.request_id, s.reserved_in, s.reserved_out, s.actual_in, s.actual_out, s.day, s.month, s.model,
-                key_id_of(s.digest)]
+                key_id_of(s.digest), int(s.replay), int(s.count_usage), s.lease_end_ms]
         await self._script(SETTLE, self._settle_command(s.tenant_id, s.digest, s.day), args)
 
     def _settle_command(self, tenant_id: str, digest: str, day: str) -> PreparedCommand:

@@ -5,7 +5,11 @@
 - fail_open: admission runs on local in-process buckets at each limit / num_instances (the instances together
   stay near the shared limit); fail_closed: admission answers 503;
 - a settlement that cannot reach Redis waits in a bounded queue and is replayed when Redis answers again, so each
-  admitted request is still settled once.
+  admitted request is still settled once: a replay of one that did run (only its reply was lost) is skipped by the
+  script; an admission whose reply was lost may have taken a reservation, so a void settlement returning it is
+  queued too (skipped if the admission never ran);
+- an error reply (a script error, a value Redis cannot take) is not an outage: that call fails alone, Redis stays
+  up, and a settlement Redis rejects is dropped and logged rather than blocking the queue behind it.
 """
 
 from __future__ import annotations
@@ -19,7 +23,15 @@ from collections import deque
 from gateway.config import FAIL_OPEN
 from gateway.errors import unavailable
 from gateway.metrics import GatewayMetrics
-from gateway.store.base import Admission, AdmitRequest, Settlement, StoreUnavailable
+from gateway.store.base import (
+    Admission,
+    AdmitRequest,
+    Settlement,
+    StoreRejected,
+    StoreReplyLost,
+    StoreUnavailable,
+)
+from gateway.store.clock import now_ms, periods
 from gateway.store.memory import MemoryStore
 from gateway.store.redis_store import RedisStore
 from gateway.tenants import ApiKey, Tenant
@@ -102,7 +114,12 @@ class ResilientStore:
             admission = await self._primary("admit", self.primary.admit, request)
             admission.store = self.primary
             return admission
-        except StoreUnavailable:
+        except StoreRejected:
+            log.exception("redis rejected the admission of %s", request.request_id)
+            raise unavailable("Rate limiting failed for this request; retry shortly.") from None
+        except StoreUnavailable as exc:
+            if isinstance(exc, StoreReplyLost):
+                self._queue(_void_settlement(request, tenant))
             self._metrics.child(self._metrics.redis_fallbacks, self._mode, "admit").inc()
             if not self._fail_open:
                 raise unavailable("Rate limiting is unavailable (Redis unreachable); retry shortly.") from None
@@ -117,10 +134,16 @@ class ResilientStore:
             return
         try:
             await self._primary("settle", self.primary.settle, settlement)
+        except StoreRejected:
+            log.exception("redis rejected the settlement of %s; dropped", settlement.request_id)
         except StoreUnavailable:
             self._metrics.child(self._metrics.redis_fallbacks, self._mode, "settle").inc()
-            self._pending.append(settlement)
-            self._metrics.settle_pending.set(len(self._pending))
+            self._queue(settlement)
+
+    def _queue(self, settlement: Settlement) -> None:
+        settlement.replay = True
+        self._pending.append(settlement)
+        self._metrics.settle_pending.set(len(self._pending))
 
     async def _sync_local(self, tenant: Tenant, key: ApiKey) -> None:
         if self._local_gens.get(tenant.id) != tenant.gen:
@@ -139,6 +162,8 @@ class ResilientStore:
             settlement = self._pending[0]
             try:
                 await self.primary.settle(settlement)
+            except StoreRejected:
+                log.exception("redis rejected the settlement of %s; dropped", settlement.request_id)
             except StoreUnavailable as exc:
                 self._mark_down(exc)
                 return
@@ -163,3 +188,14 @@ class ResilientStore:
 
     async def usage(self, tenant_id: str, days: list[str]) -> dict[str, dict[str, int]]:
         return await self.primary.usage(tenant_id, days)
+
+
+def _void_settlement(request: AdmitRequest, tenant: Tenant) -> Settlement:
+    """Returns what an admission whose reply was lost would have reserved (the same formula as the script), without
+    counting a request. Dates are the gateway's: near midnight UTC the refund may land on the neighbouring day."""
+    now = now_ms()
+    day, month, _, _ = periods(now)
+    per_completion = tenant.default_max_tokens if request.max_tokens is None else request.max_tokens
+    return Settlement(request.tenant_id, request.digest, request.model, request.request_id, request.prompt_tokens,
+                      per_completion * request.completions, 0, 0, day, month,
+                      lease_end_ms=now + int(request.lease_s * 1000), count_usage=False)

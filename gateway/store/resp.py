@@ -15,7 +15,7 @@ import socket
 from collections import deque
 from urllib.parse import unquote, urlparse
 
-from gateway.store.base import StoreUnavailable
+from gateway.store.base import StoreReplyLost, StoreUnavailable
 
 try:  # C parser when installed (redis-py's optional speedup); the pure-Python one below otherwise
     import hiredis
@@ -174,6 +174,8 @@ class RespClient:
         deadline = loop.call_later(self._timeout_s, _expire, conn, future, self._timeout_s)
         try:
             reply = await future
+        except StoreUnavailable as exc:  # sent, no reply: Redis may have run it
+            raise StoreReplyLost(str(exc)) from exc
         finally:
             deadline.cancel()
         if isinstance(reply, RespError):

@@ -1,10 +1,14 @@
 -- Settlement: actual tokens replace the reservation. Mirrors MemoryStore.settle.
 -- KEYS: 1 tenant hash, 2 key hash, 3-4 tenant buckets (input, output), 5-6 key buckets, 7 in-flight zset,
 --       8 spent hash, 9 usage hash of the admission's day
--- ARGV: 1 request id, 2 reserved in, 3 reserved out, 4 actual in, 5 actual out, 6 day, 7 month, 8 model, 9 key id
-redis.call('ZREM', KEYS[7], ARGV[1])
+-- ARGV: 1 request id, 2 reserved in, 3 reserved out, 4 actual in, 5 actual out, 6 day, 7 month, 8 model, 9 key id,
+--       10 replay (1: sent again after a lost reply), 11 count usage (0: a void settlement), 12 lease end ms
+local removed = redis.call('ZREM', KEYS[7], ARGV[1])
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+-- A replay whose request is no longer in flight although its lease has not ended: the first attempt ran (or the
+-- admission never did). Applying it would refund and count twice. (A minute of margin for clock skew.)
+if ARGV[10] == '1' and removed == 0 and now < tonumber(ARGV[12]) - 60000 then return 0 end
 local tenant = redis.call('HMGET', KEYS[1], 'input_tpm', 'output_tpm')
 local key = redis.call('HMGET', KEYS[2], 'input_tpm', 'output_tpm')
 local actual_in, actual_out = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -30,10 +34,12 @@ if refund ~= 0 then
   redis.call('HINCRBY', KEYS[8], 'd:' .. ARGV[6], -refund)
   redis.call('HINCRBY', KEYS[8], 'm:' .. ARGV[7], -refund)
 end
-for _, prefix in ipairs({'', 'model:' .. ARGV[8] .. ':', 'key:' .. ARGV[9] .. ':'}) do
-  redis.call('HINCRBY', KEYS[9], prefix .. 'requests', 1)
-  redis.call('HINCRBY', KEYS[9], prefix .. 'input_tokens', actual_in)
-  redis.call('HINCRBY', KEYS[9], prefix .. 'output_tokens', actual_out)
+if ARGV[11] == '1' then
+  for _, prefix in ipairs({'', 'model:' .. ARGV[8] .. ':', 'key:' .. ARGV[9] .. ':'}) do
+    redis.call('HINCRBY', KEYS[9], prefix .. 'requests', 1)
+    redis.call('HINCRBY', KEYS[9], prefix .. 'input_tokens', actual_in)
+    redis.call('HINCRBY', KEYS[9], prefix .. 'output_tokens', actual_out)
+  end
+  redis.call('EXPIRE', KEYS[9], 400 * 86400)
 end
-redis.call('EXPIRE', KEYS[9], 400 * 86400)
 return 1

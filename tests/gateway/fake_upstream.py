@@ -2,7 +2,7 @@
 
 Behaviour is steered per request by an extra body field the gateway passes through untouched:
     "fake": {"tokens": 5, "usage": true, "die_after": 2, "delay_s": 0.5, "status": 500, "chunk_delay_s": 0.05,
-             "prompt_tokens": 7}
+             "prompt_tokens": 7, "retry_after": "5"}     # retry_after: that header on the `status` answer
 Every request body it receives is kept in `received`; streams the client abandoned are counted in `cancelled`.
 """
 
@@ -50,7 +50,8 @@ class FakeUpstream:
             await asyncio.sleep(fake["delay_s"])
         if fake.get("status"):
             error = {"error": {"message": "fake failure", "type": "server_error", "param": None, "code": None}}
-            return JSONResponse(error, status_code=fake["status"])
+            headers = {"retry-after": fake["retry_after"]} if "retry_after" in fake else None
+            return JSONResponse(error, status_code=fake["status"], headers=headers)
         num_tokens = int(fake.get("tokens", body.get("max_tokens") or 3))
         usage = {"prompt_tokens": int(fake.get("prompt_tokens", 11)), "completion_tokens": num_tokens,
                  "total_tokens": int(fake.get("prompt_tokens", 11)) + num_tokens}

@@ -43,11 +43,22 @@ def test_tenant_round_trip(pair):
 
 @pytest.mark.parametrize("body", [{"id": "bad id!"}, {"id": "x1", "rpm": -1}, {"id": "x2", "rpm": "many"},
                                   {"id": "x3", "nonsense": 1}, {"id": "x4", "models": "tiny"},
-                                  {"id": "x5", "isolate_cache": "yes"}])
+                                  {"id": "x5", "isolate_cache": "yes"}, {"id": "x6", "guardrails": "strict"}])
 def test_tenant_validation(pair, body):
     _, _, admin = pair
     response = admin.http.post("/tenants", json=body)
     assert response.status_code == 400 and response.json()["error"]["message"]
+
+
+def test_without_guardrails_the_only_policy_is_off(pair):
+    """No `guardrails` section: a tenant naming a policy would get no checks at all, so the name is refused."""
+    _, _, admin = pair
+    tenant = admin.tenant(guardrails="off")
+    response = admin.http.patch(f"/tenants/{tenant}", json={"guardrails": "strict"})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["param"]) == ("guardrail_policy_unknown", "guardrails")
+    assert "'strict'" in error["message"] and "without guardrails" in error["message"]
 
 
 def test_admin_auth(pair):

@@ -8,9 +8,11 @@ import json
 import httpx
 import openai
 import pytest
+from starlette.middleware.gzip import GZipMiddleware
 
-from tests.gateway.conftest import serve_gateway, gateway_config, wait_until
-from tests.gateway.servers import free_port
+from tests.gateway.conftest import Admin, serve_gateway, gateway_config, wait_until
+from tests.gateway.fake_upstream import FakeUpstream
+from tests.gateway.servers import ThreadServer, free_port
 
 CHAT = [{"role": "user", "content": "hello there"}]
 
@@ -181,11 +183,13 @@ def test_400_names_the_parameter(local_gateway, body, param):
 def test_completion_prompt_validation(local_gateway):
     admin = local_gateway.admin
     key = admin.key(admin.tenant())
-    for prompt in (None, 5, [], [1.5], [[]], [-1], ["a", 3]):
+    # token ids are uint32 downstream (block hashes): 2**32 and up were a 500 after admission
+    for prompt in (None, 5, [], [1.5], [[]], [-1], ["a", 3], [1] * 15 + [2**40], [[1, 2], [2**32]]):
         error = assert_openai_error(post(local_gateway, key, {"model": "tiny", "prompt": prompt},
                                          "/v1/completions"), 400)
         assert error["param"] == "prompt"
-    ok = post(local_gateway, key, {"model": "tiny", "prompt": [[1, 2, 3], [4]], "max_tokens": 2}, "/v1/completions")
+    ok = post(local_gateway, key, {"model": "tiny", "prompt": [[1, 2, 3], [4, 2**32 - 1]], "max_tokens": 2},
+              "/v1/completions")
     assert ok.status_code == 200
 
 
@@ -208,6 +212,30 @@ def test_garbage_never_500(local_gateway):
     assert_openai_error(httpx.get(local_gateway.url + "/v2/nothing"), 404)
 
 
+@pytest.mark.parametrize("raw, fragment", [
+    (b'{"model": "tiny", "messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
+    (b'{"model": "tiny", "messages": [{"role": "user", "content": "hi \\ud800"}]}', "surrogate"),
+    (b'{"model": "tiny", "messages": [{"role": "user", "content": "\\uDC00 low first"}]}', "surrogate"),
+    (b'{"model": "tiny", "messages": [{"role": "user", "content": "\\ud83d\\u0041 unpaired"}]}', "surrogate"),
+    (b'{"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "\\udbff": 1}', "surrogate"),
+], ids=["deep", "lone-high", "lone-low", "high-then-ascii", "in-a-key"])
+def test_bodies_python_cannot_carry_are_400(local_gateway, raw, fragment):
+    """json.loads raises RecursionError on deep nesting and accepts lone surrogates (which no encoder can write
+    later): both were 500s."""
+    admin = local_gateway.admin
+    key = admin.key(admin.tenant())
+    error = assert_openai_error(post(local_gateway, key, raw), 400)
+    assert fragment in error["message"]
+
+
+def test_escaped_surrogate_pairs_pass(local_gateway, fake):
+    admin = local_gateway.admin
+    key = admin.key(admin.tenant())
+    raw = b'{"model": "tiny", "messages": [{"role": "user", "content": "smile \\ud83d\\ude00 \\uD83D\\uDE00"}]}'
+    assert post(local_gateway, key, raw).status_code == 200
+    assert fake.received[-1]["messages"][0]["content"] == "smile \U0001f600 \U0001f600"
+
+
 def test_upstream_5xx_is_502_and_not_charged(gateway, fake):
     admin = gateway.admin
     tenant = admin.tenant(output_tpm=100)
@@ -223,6 +251,38 @@ def test_upstream_5xx_is_502_and_not_charged(gateway, fake):
     assert usage["input_tokens"] == usage["output_tokens"] == 0
     # every reservation came back: a request needing the whole minute is admitted
     assert post(gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 98}).status_code == 200
+
+
+@pytest.mark.parametrize("upstream_value, expected", [
+    ("Wed, 21 Oct 2015 07:28:00 GMT", "1"),  # an HTTP date (RFC 9110) in the past: retry now
+    ("Fri, 01 Jan 2100 00:00:00 GMT", "300"),  # far future: capped
+    ("nan", "1"), ("inf", "1"), ("soon", "1"), ("7", "7"),
+])
+def test_upstream_503_retry_after_is_read_defensively(local_gateway, upstream_value, expected):
+    admin = local_gateway.admin
+    key = admin.key(admin.tenant())
+    response = post(local_gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 1,
+                                         "fake": {"status": 503, "retry_after": upstream_value}})
+    assert_openai_error(response, 503, "service_unavailable")
+    assert response.headers["retry-after"] == expected
+    # a success closes the replica's breaker again, so the 503s of this test never add up to an open one
+    assert post(local_gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 1}).status_code == 200
+
+
+def test_compressing_upstream_is_asked_for_identity(tokenizer_dir):
+    """Upstream bodies are relayed undecoded (auto_decompress=False): an upstream that gzips (nginx, hosted APIs)
+    must be told not to, or every non-streamed answer is a 502 'invalid JSON'."""
+    upstream = FakeUpstream()
+    upstream.app.add_middleware(GZipMiddleware, minimum_size=0)
+    with ThreadServer(upstream.app) as up, serve_gateway(gateway_config([up.url], tokenizer_dir)) as gw:
+        admin = Admin(gw.url)
+        key = admin.key(admin.tenant())
+        response = post(gw, key, {"model": "tiny", "messages": CHAT, "max_tokens": 3})
+        assert response.status_code == 200, response.text
+        assert response.json()["choices"][0]["message"]["content"] == "tok " * 3
+        assert upstream.headers[-1]["accept-encoding"] == "identity"
+        streamed = post(gw, key, {"model": "tiny", "messages": CHAT, "max_tokens": 3, "stream": True})
+        assert streamed.status_code == 200 and streamed.text.count("tok ") == 3 and "data: [DONE]" in streamed.text
 
 
 def test_upstream_dies_mid_stream(gateway, fake, tokenizer_dir):
@@ -332,11 +392,14 @@ def test_trace_spans_and_traceparent_to_the_upstream(local_gateway, fake):
         response = post(local_gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 1},
                         headers={"traceparent": client_parent})
         assert response.status_code == 200
-        spans = wait_until(lambda: (s := exporter.get_finished_spans()) and any(
-            x.name == "gateway.request" for x in s) and s)
+        trace_id = "0af7651916cd43dd8448eb211c80319c"  # the client's: the gateway continues its trace
+
+        def ours() -> list:  # an earlier test's request may still be ending on this shared gateway, in its own trace
+            return [s for s in exporter.get_finished_spans() if format(s.context.trace_id, "032x") == trace_id]
+
+        spans = wait_until(lambda: (s := ours()) and any(x.name == "gateway.request" for x in s) and s)
     finally:
         tracing.set_tracer_provider(None)
-    trace_id = "0af7651916cd43dd8448eb211c80319c"  # the client's: the gateway continues its trace
-    names = {span.name for span in spans if format(span.context.trace_id, "032x") == trace_id}
+    names = {span.name for span in spans}
     assert {"gateway.request", "auth", "tokenize", "admission", "route", "upstream", "stream"} <= names
     assert fake.headers[-1]["traceparent"].split("-")[1] == trace_id  # the engine continues the same trace

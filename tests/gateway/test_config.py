@@ -8,9 +8,10 @@ import pytest
 
 from gateway import cli
 from gateway.config import ConfigError, config_from_dict, load_config
+from gateway.hooks import NoHooks
 from gateway.seed import seed_tenants
 from gateway.store.memory import MemoryStore
-from gateway.tenants import digest_key
+from gateway.tenants import digest_key, policy_name_check
 
 GOOD = {"models": {"tiny": {"replicas": ["http://127.0.0.1:8100"]}}}
 
@@ -53,10 +54,31 @@ def test_shipped_config_loads(tmp_path, monkeypatch, tokenizer_dir):
     assert config.redis.url is None and config.tenants_seed == "config/tenants.yaml"
     assert [name for name, _ in config.models["tiny"].replicas] == ["engine-0", "engine-1"]
     store = MemoryStore()
-    assert asyncio.run(seed_tenants(store, config.tenants_seed)) == 2  # the demo tenant and its key
-    assert asyncio.run(seed_tenants(store, config.tenants_seed)) == 0  # seeding again creates nothing
+    check = policy_name_check(NoHooks())
+    assert asyncio.run(seed_tenants(store, config.tenants_seed, check)) == 2  # the demo tenant and its key
+    assert asyncio.run(seed_tenants(store, config.tenants_seed, check)) == 0  # seeding again creates nothing
     demo = asyncio.run(store.get_tenant("demo"))
     assert demo.rpm == 600 and asyncio.run(store.get_key(digest_key("sk-sg-demo-local-dev"))).tenant_id == "demo"
+
+
+class OnePolicy:
+    """Hooks that define the policy `strict` only (GuardrailHooks.check_policy_name's contract)."""
+
+    def check_policy_name(self, name: str) -> None:
+        if name not in ("off", "strict"):
+            raise ValueError(f"guardrail policy {name!r} is not defined; defined: ['strict']")
+
+
+@pytest.mark.parametrize("hooks, policy", [(OnePolicy(), "strct"), (NoHooks(), "strict")])
+def test_seed_refuses_an_undefined_guardrail_policy(tmp_path, hooks, policy):
+    seed = tmp_path / "tenants.yaml"
+    seed.write_text(f"tenants:\n  - id: acme\n    guardrails: {policy}\n")
+    store = MemoryStore()
+    with pytest.raises(ConfigError, match=f"'{policy}' is not defined"):
+        asyncio.run(seed_tenants(store, str(seed), policy_name_check(hooks)))
+    assert asyncio.run(store.get_tenant("acme")) is None
+    seed.write_text("tenants:\n  - id: acme\n    guardrails: strict\n")
+    assert asyncio.run(seed_tenants(store, str(seed), policy_name_check(OnePolicy()))) == 1
 
 
 def test_cli_refuses_a_bad_config(tmp_path, capsys):

@@ -9,6 +9,7 @@ import pytest
 
 from gateway.app import build_app
 from gateway.config import ConfigError, config_from_dict
+from tests.gateway.conftest import PREFIX, REDIS_URL, Admin, gateway_config, serve_gateway
 from tests.gateway.fake_upstream import FakeUpstream
 from tests.gateway.servers import ThreadServer
 
@@ -57,6 +58,34 @@ def test_injection_blocked_with_openai_error(served):
         )
     assert err.value.code == "content_policy_violation"
     assert len(upstream.received) == before
+
+
+def test_unknown_policy_is_a_400_at_the_admin_and_a_503_on_requests(fake, clean_redis):
+    """Two gateways on one Redis: `before` still defines policy `lenient`, `after` (its config changed) no longer
+    does. A tenant naming it was a 500 on every request."""
+    policies = {"strict": {"pii_action": "redact"}, "lenient": {"pii_action": "off"}}
+    shared = {"redis_url": REDIS_URL, "prefix": PREFIX + "guardrail-policies:"}
+    before = gateway_config([fake.url], None, **shared, guardrails={"engine": {"pii_engine": "fast"},
+                                                                     "policies": policies})
+    after = gateway_config([fake.url], None, **shared, guardrails={"engine": {"pii_engine": "fast"},
+                                                                    "policies": {"strict": policies["strict"]}})
+    with serve_gateway(before) as old, serve_gateway(after) as new:
+        admin = Admin(old.url)
+        for response in (admin.http.post("/tenants", json={"id": "typo", "guardrails": "strct"}),
+                         admin.http.patch(f"/tenants/{admin.tenant()}", json={"guardrails": "strct"})):
+            assert response.status_code == 400, response.text
+            error = response.json()["error"]
+            assert (error["code"], error["param"]) == ("guardrail_policy_unknown", "guardrails")
+            assert "'strct'" in error["message"] and "lenient" in error["message"]
+        key = admin.key(admin.tenant(guardrails="lenient"))
+        body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
+        headers = {"authorization": f"Bearer {key}"}
+        assert httpx.post(old.url + "/v1/chat/completions", json=body, headers=headers, timeout=30).status_code == 200
+        response = httpx.post(new.url + "/v1/chat/completions", json=body, headers=headers, timeout=30)
+        assert response.status_code == 503, response.text
+        error = response.json()["error"]
+        assert error["code"] == "guardrail_policy_unknown" and "'lenient'" in error["message"]
+        assert Admin(new.url).http.post("/tenants", json={"id": "t2", "guardrails": "lenient"}).status_code == 400
 
 
 def test_bad_guardrails_section_is_a_config_error():

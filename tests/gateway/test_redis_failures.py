@@ -52,6 +52,18 @@ def test_fail_open_serves_on_local_buckets_and_recovers(fake, tokenizer_dir, own
         assert redis_state(gw) == "up"
 
 
+def test_fail_open_serves_a_tenant_that_was_edited(fake, tokenizer_dir, own_redis):
+    """An edited tenant (generation 2 in Redis) must not look stale against the local copy's own counter."""
+    with serve_gateway(gateway_config([fake.url], tokenizer_dir, own_redis.url)) as gw:
+        admin = Admin(gw.url)
+        tenant = admin.tenant(rpm=100)
+        key = admin.key(tenant)
+        assert admin.http.patch(f"/tenants/{tenant}", json={"rpm": 200}).status_code == 200
+        assert chat(gw, key).status_code == 200
+        own_redis.kill()
+        assert [chat(gw, key).status_code for _ in range(3)] == [200, 200, 200]
+
+
 def test_fail_closed_answers_503_and_recovers(fake, tokenizer_dir, own_redis):
     config = gateway_config([fake.url], tokenizer_dir, own_redis.url, redis={"failure_mode": "fail_closed"})
     with serve_gateway(config) as gw:

@@ -37,11 +37,11 @@ class Harness:
         return tenant.id, digest
 
     async def admit(self, tenant_id: str, digest: str, prompt: int = 10, max_tokens: int | None = 10,
-                    model: str = "m", lease_s: float = 60.0):
+                    model: str = "m", lease_s: float = 60.0, completions: int = 1):
         self.seq += 1
         request_id = f"r{self.seq}"
-        admission = await self.store.admit(AdmitRequest(tenant_id, digest, model, prompt, max_tokens, 1, request_id,
-                                                        lease_s))
+        admission = await self.store.admit(AdmitRequest(tenant_id, digest, model, prompt, max_tokens, completions,
+                                                        request_id, lease_s))
         admission.request_id, admission.prompt = request_id, prompt
         return admission
 
@@ -106,6 +106,17 @@ async def test_default_reservation_is_the_tenants(h):
     a = await h.admit(t, k, max_tokens=None)
     assert a.ok and a.reserved_out == 123
     assert a.buckets["output_tokens"].remaining == 877
+
+
+async def test_reservation_covers_every_completion(h):
+    """n choices of each of several prompts: max_tokens (given or the default) is reserved for every one of them."""
+    t, k = await h.tenant(output_tpm=1000, default_max_tokens=50)
+    given = await h.admit(t, k, max_tokens=100, completions=8)
+    assert given.ok and given.reserved_out == 800 and given.buckets["output_tokens"].remaining == 200
+    default = await h.admit(t, k, max_tokens=None, completions=4)
+    assert default.ok and default.reserved_out == 200
+    too_large = await h.admit(t, k, max_tokens=300, completions=4)
+    assert too_large.reason == base.OUTPUT_TOKENS + base.TOO_LARGE
 
 
 async def test_refill_is_continuous_and_capped(h):

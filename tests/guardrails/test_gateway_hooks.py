@@ -64,6 +64,18 @@ def test_unknown_policy_names_fail_clearly(guardrails_engine, hooks):
         GuardrailHooks(guardrails_engine, {"off": GuardrailPolicy()})
 
 
+async def test_unknown_policy_at_request_time_goes_through_on_unknown_policy(guardrails_engine):
+    """A tenant written before the gateway config lost its policy: the wiring's error (a 503), not a 500."""
+    wired = GuardrailHooks(guardrails_engine, POLICIES, on_unknown_policy=lambda name: Refused(f"no policy {name}"))
+    with pytest.raises(Refused, match="no policy strct"):
+        await wired.check_input(tenant("strct"), "chat", {"messages": [{"role": "user", "content": "hi"}]})
+    with pytest.raises(Refused, match="no policy strct"):
+        wired.output_transformer(tenant("strct"), "chat", {})
+    plain = GuardrailHooks(guardrails_engine, POLICIES)
+    with pytest.raises(GuardrailConfigError, match="'strct' is not defined"):
+        plain.policy_for(tenant("strct"))
+
+
 async def test_non_streamed_output(hooks):
     body = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "ip 10.0.0.7"}}]})
     out = json.loads(await hooks.check_output(tenant("redact"), "chat", body.encode()))

@@ -109,6 +109,14 @@ def test_private_key_longer_than_the_window_is_swallowed(guardrails_engine):
     assert out == "Here is the key:\n<PRIVATE_KEY>\nKeep it safe, mail <EMAIL_ADDRESS>."
 
 
+@pytest.mark.parametrize("chunk_chars", range(1, 40))
+def test_text_after_a_private_key_survives_every_chunk_size(guardrails_engine, chunk_chars):
+    """The swallowed key keeps the tail that may start its END line; a short pending text must be kept whole."""
+    text = f"Contact: {PRIVATE_KEY} now. And more text after it."
+    out, _ = _stream(guardrails_engine, [text[i:i + chunk_chars] for i in range(0, len(text), chunk_chars)])
+    assert out == "Contact: <PRIVATE_KEY> now. And more text after it."
+
+
 def test_small_window_config_is_honoured():
     engine = Guardrails(GuardrailsConfig(stream_max_holdback_chars=32, stream_context_chars=0))
     out, _ = _stream(engine, list(TEXT))

@@ -1,0 +1,69 @@
+"""An output guardrail that blocks mid-stream ends the client's stream at once and cancels the upstream's work; the
+tenant is charged the prompt and what was generated up to the block, not the whole answer it never saw."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+from starlette.routing import Route
+
+from tests.gateway.conftest import Admin, gateway_config, serve_gateway, wait_until
+from tests.gateway.servers import ThreadServer
+
+GUARDRAILS = {"engine": {}, "policies": {"strict": {"output_pii_action": "block"}}}
+PIECES = ["Write to ", "li.chen@example.com", " now."] + ["word "] * 40
+
+
+class SlowUpstream:
+    """Streams one piece every 20 ms and records whether it ran to the end or was cut."""
+
+    def __init__(self):
+        self.finished = 0
+        self.cancelled = 0
+        self.app = Starlette(routes=[Route("/v1/chat/completions", self.chat, methods=["POST"])])
+
+    async def chat(self, request: Request):
+        await request.json()
+        return StreamingResponse(self.stream(), media_type="text/event-stream")
+
+    async def stream(self):
+        try:
+            for piece in PIECES:
+                chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "tiny",
+                         "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+                yield f"data: {json.dumps(chunk)}\n\n"
+                await asyncio.sleep(0.02)
+            usage = {"prompt_tokens": 5, "completion_tokens": len(PIECES), "total_tokens": 5 + len(PIECES)}
+            yield f"data: {json.dumps({'id': 'c', 'choices': [], 'usage': usage})}\n\n"
+            yield "data: [DONE]\n\n"
+            self.finished += 1
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+
+
+def test_output_block_cuts_the_upstream_and_charges_only_what_was_generated():
+    upstream = SlowUpstream()
+    with ThreadServer(upstream.app) as server, \
+            serve_gateway(gateway_config([server.url], None, guardrails=GUARDRAILS)) as gw:
+        admin = Admin(gw.url)
+        tenant = admin.tenant(guardrails="strict")
+        key = admin.key(tenant)
+        with httpx.stream("POST", gw.url + "/v1/chat/completions", timeout=20,
+                          headers={"authorization": f"Bearer {key}"},
+                          json={"model": "tiny", "stream": True, "max_tokens": 100,
+                                "messages": [{"role": "user", "content": "hi"}]}) as response:
+            lines = list(response.iter_lines())
+        assert any("content_policy_violation" in line for line in lines)
+        assert not any("word" in line for line in lines)
+        usage = wait_until(lambda: admin.usage(tenant).get("requests") and admin.usage(tenant))
+        wait_until(lambda: upstream.cancelled == 1)
+        assert upstream.finished == 0
+        assert 0 < usage["output_tokens"] < len(PIECES)
+        metrics = httpx.get(gw.url + "/metrics").text
+        assert "mid_stream" not in metrics  # the replica did nothing wrong
