@@ -15,6 +15,10 @@ from gateway.errors import invalid_request
 CHAT = "chat"
 COMPLETIONS = "completions"
 MAX_N = 128
+MAX_TOKENS = 2**31 - 1
+MAX_RESERVATION_TOKENS = 2**48
+"""max_tokens x n x prompts above this is a 400: the admission script's arithmetic (Lua doubles, Redis integers)
+stays exact below it, and no model generates that much."""
 TOKEN_ID_LIMIT = 2**32
 """Token ids are uint32 downstream (routing's block hashes, the engine): anything outside [0, 2**32) is a 400."""
 # A `\u` escape of a UTF-16 surrogate (D800-DFFF); JSON allows only a lowercase `u`, hex digits in either case.
@@ -81,13 +85,16 @@ def _common(kind: str, body: dict, prompts: list) -> ParsedRequest:
     if options is not None and not isinstance(options, dict):
         raise invalid_request("stream_options must be an object.", param="stream_options")
     wants_usage = bool(options and options.get("include_usage"))
-    max_tokens = _int_param(body, "max_completion_tokens", 1) if kind == CHAT else None
+    max_tokens = _int_param(body, "max_completion_tokens", 1, MAX_TOKENS) if kind == CHAT else None
     if max_tokens is None:
-        max_tokens = _int_param(body, "max_tokens", 1)
+        max_tokens = _int_param(body, "max_tokens", 1, MAX_TOKENS)
     n = _int_param(body, "n", 1, MAX_N) or 1
     best_of = _int_param(body, "best_of", 1, MAX_N) or 1
-    return ParsedRequest(kind, body, model, stream, wants_usage, max_tokens, max(n, best_of) * max(1, len(prompts)),
-                         prompts, body)
+    completions = max(n, best_of) * max(1, len(prompts))
+    if max_tokens is not None and max_tokens * completions > MAX_RESERVATION_TOKENS:
+        raise invalid_request(f"max_tokens x n x prompts = {max_tokens * completions} is more than any model can "
+                              f"generate (at most {MAX_RESERVATION_TOKENS}).", param="max_tokens")
+    return ParsedRequest(kind, body, model, stream, wants_usage, max_tokens, completions, prompts, body)
 
 
 def parse_chat(body: dict) -> ParsedRequest:
