@@ -93,16 +93,18 @@ def _nothing_used(request: AdmitRequest, admission, lease_end_ms: int) -> base.S
 
 
 def _precheck(gw, key: ApiKey, tenant: Tenant) -> None:
-    until = gw.denied_until.get(key.digest)
-    if until is None:
+    denied = gw.denied_until.get(key.digest)
+    if denied is None:
         return
+    until, headers = denied
     wait_s = until - time.monotonic()
     if wait_s <= 0:
         del gw.denied_until[key.digest]
         return
     gw.metrics.child(gw.metrics.rejections, tenant.id, base.REQUESTS).inc()
+    # The buckets as the store last reported them: the request bucket is still empty until `until`.
     raise ApiError(429, f"Rate limit reached for requests per minute (rpm). Please try again in {wait_s:.3g}s.",
-                   "requests", "rate_limit_exceeded", headers=retry_after(wait_s))
+                   "requests", "rate_limit_exceeded", headers={**headers, **retry_after(wait_s)})
 
 
 def _refused(gw, key: ApiKey, tenant: Tenant, admission: Admission) -> None:
@@ -110,4 +112,5 @@ def _refused(gw, key: ApiKey, tenant: Tenant, admission: Admission) -> None:
     if admission.reason == base.UNAUTHORIZED:
         gw.auth.forget_key(key.digest)
     elif admission.reason == base.REQUESTS and not admission.fallback:  # Redis may be back any moment
-        gw.denied_until[key.digest] = time.monotonic() + admission.retry_after_s
+        headers = {k.decode(): v.decode() for k, v in ratelimit_headers(admission.buckets)}
+        gw.denied_until[key.digest] = (time.monotonic() + admission.retry_after_s, headers)

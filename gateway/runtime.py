@@ -56,7 +56,8 @@ class Gateway:
         self.upstreams = UpstreamPool(config.upstream)
         self.hooks = hooks or build_hooks(config.guardrails, self.metrics.registry)
         self.tokenizers: dict[str, PromptTokenizer] = {}
-        self.denied_until: dict[str, float] = {}  # key digest -> monotonic s (the local pre-check)
+        # key digest -> (monotonic s, the refusal's rate-limit headers): the local pre-check
+        self.denied_until: dict[str, tuple[float, dict[str, str]]] = {}
         self._tasks: set[asyncio.Task] = set()
         self._request_prefix = f"req-{secrets.token_hex(4)}-"
         self._request_seq = itertools.count()

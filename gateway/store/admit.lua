@@ -38,23 +38,6 @@ end
 local today = math.floor(now / 86400000)
 local y, m, d = civil(today)
 local day, month = string.format('%04d%02d%02d', y, m, d), string.format('%04d%02d', y, m)
-local denied = function(reason, retry_ms) return {reason, retry_ms, gen, reserve, day, month} end
-
-redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', now)
-local max_concurrent = tonumber(tenant[4])
-if max_concurrent > 0 and redis.call('ZCARD', KEYS[9]) >= max_concurrent then return denied('concurrency', 1000) end
-local total = prompt + reserve
-local daily, monthly = tonumber(tenant[5]), tonumber(tenant[6])
-if daily > 0 and tonumber(redis.call('HGET', KEYS[10], 'd:' .. day) or '0') + total > daily then
-  return denied('daily_budget', (today + 1) * 86400000 - now)
-end
-if monthly > 0 and tonumber(redis.call('HGET', KEYS[10], 'm:' .. month) or '0') + total > monthly then
-  -- days to the first of next month: walk forward (at most 31 steps)
-  local next_day = today + 1
-  while select(2, civil(next_day)) == m do next_day = next_day + 1 end
-  return denied('monthly_budget', next_day * 86400000 - now)
-end
-
 local names = {'requests', 'input_tokens', 'output_tokens'}
 local needs = {1, prompt, reserve}
 local limits = {tonumber(tenant[1]), tonumber(tenant[2]), tonumber(tenant[3]),
@@ -77,6 +60,22 @@ for i = 1, 6 do
       end
     end
   end
+end
+-- Concurrency and budgets outrank the buckets as the reason (their waits are the ones that matter); the buckets were
+-- read first so that every answer, refusals included, reports them in the rate-limit headers.
+redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', now)
+local max_concurrent = tonumber(tenant[4])
+local total = prompt + reserve
+local daily, monthly = tonumber(tenant[5]), tonumber(tenant[6])
+if max_concurrent > 0 and redis.call('ZCARD', KEYS[9]) >= max_concurrent then
+  reason, retry_ms = 'concurrency', 1000
+elseif daily > 0 and tonumber(redis.call('HGET', KEYS[10], 'd:' .. day) or '0') + total > daily then
+  reason, retry_ms = 'daily_budget', (today + 1) * 86400000 - now
+elseif monthly > 0 and tonumber(redis.call('HGET', KEYS[10], 'm:' .. month) or '0') + total > monthly then
+  -- days to the first of next month: walk forward (at most 31 steps)
+  local next_day = today + 1
+  while select(2, civil(next_day)) == m do next_day = next_day + 1 end
+  reason, retry_ms = 'monthly_budget', next_day * 86400000 - now
 end
 local taken = reason == ''
 if taken then

@@ -55,21 +55,6 @@ class MemoryStore:
         day, month, to_next_day_ms, to_next_month_ms = periods(now)
         denied = Admission("", tenant_gen=tenant.gen, reserved_out=reserve, day=day, month=month)
 
-        inflight = self._inflight[tenant.id]
-        for request_id in [r for r, end in inflight.items() if end <= now]:
-            del inflight[request_id]
-        if tenant.max_concurrent > 0 and len(inflight) >= tenant.max_concurrent:
-            denied.reason, denied.retry_after_s = base.CONCURRENCY, 1.0
-            return denied
-        total = request.prompt_tokens + reserve
-        spent = self._spent[tenant.id]
-        if tenant.daily_tokens > 0 and spent["d:" + day] + total > tenant.daily_tokens:
-            denied.reason, denied.retry_after_s = base.DAILY_BUDGET, to_next_day_ms / 1000
-            return denied
-        if tenant.monthly_tokens > 0 and spent["m:" + month] + total > tenant.monthly_tokens:
-            denied.reason, denied.retry_after_s = base.MONTHLY_BUDGET, to_next_month_ms / 1000
-            return denied
-
         needs = (1, request.prompt_tokens, reserve)
         specs = [(tenant.id, name, getattr(tenant, limit), need)
                  for name, limit, need in zip(base.BUCKETS, ("rpm", "input_tpm", "output_tpm"), needs)]
@@ -89,6 +74,19 @@ class MemoryStore:
                 if wait_ms > retry_ms or not denied.reason:
                     denied.reason = name + (base.TOO_LARGE if need > limit else "")
                     retry_ms = max(retry_ms, wait_ms)
+        # Concurrency and budgets outrank the buckets as the reason; the buckets were read first so that refusals
+        # report them in the rate-limit headers too.
+        inflight = self._inflight[tenant.id]
+        for request_id in [r for r, end in inflight.items() if end <= now]:
+            del inflight[request_id]
+        total = request.prompt_tokens + reserve
+        spent = self._spent[tenant.id]
+        if tenant.max_concurrent > 0 and len(inflight) >= tenant.max_concurrent:
+            denied.reason, retry_ms = base.CONCURRENCY, 1000
+        elif tenant.daily_tokens > 0 and spent["d:" + day] + total > tenant.daily_tokens:
+            denied.reason, retry_ms = base.DAILY_BUDGET, to_next_day_ms
+        elif tenant.monthly_tokens > 0 and spent["m:" + month] + total > tenant.monthly_tokens:
+            denied.reason, retry_ms = base.MONTHLY_BUDGET, to_next_month_ms
         if denied.reason:
             denied.retry_after_s = retry_ms / 1000
             denied.buckets = _views(specs, levels, taken=False)

@@ -133,6 +133,7 @@ def test_429_rate_limit_body_and_headers(gateway):
     assert int(response.headers["retry-after"]) >= 1
     again = post(gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 1})  # the local pre-check
     assert_openai_error(again, 429, "rate_limit_exceeded")
+    assert again.headers["x-ratelimit-remaining-requests"] == "0" and "retry-after" in again.headers
     with pytest.raises(openai.RateLimitError):
         client(gateway, key).chat.completions.create(model="tiny", messages=CHAT)
 

@@ -182,6 +182,18 @@ async def test_concurrency_slots_and_leases(h):
     assert (await h.admit(t, k)).ok
 
 
+async def test_every_refusal_reports_the_buckets(h):
+    """Concurrency and budget refusals carry the bucket views too: the rate-limit headers are on every answer."""
+    t, k = await h.tenant(rpm=60, output_tpm=1000, max_concurrent=1, daily_tokens=1000)
+    assert (await h.admit(t, k, prompt=10, max_tokens=10)).ok
+    busy = await h.admit(t, k, prompt=10, max_tokens=10)
+    assert busy.reason == base.CONCURRENCY and busy.retry_after_s == pytest.approx(1.0)
+    assert busy.buckets["requests"].remaining == 59 and busy.buckets["output_tokens"].remaining == 990
+    t2, k2 = await h.tenant(rpm=60, daily_tokens=30)
+    over = await h.admit(t2, k2, prompt=20, max_tokens=20)
+    assert over.reason == base.DAILY_BUDGET and over.buckets["requests"].remaining == 60
+
+
 async def test_key_limits_are_tighter(h):
     t, k = await h.tenant(rpm=100)
     key = await h.store.get_key(k)
