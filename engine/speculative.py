@@ -1,7 +1,9 @@
 """Speculative decoding inside the continuous batch.
 
 Per step, for decoding sequences that qualify (no penalties or logprobs, past min_tokens, room left) and that the
-adaptive controller lets speculate (seeded requests always do, so their output does not depend on the batch):
+adaptive controller lets speculate (seeded requests always do, and take the step's spare token budget first, so
+their output does not depend on the batch as long as the budget and the KV pool have room for their drafts; a step
+with neither gives them none, and rejection sampling then draws from their generators differently):
   1. propose up to k draft tokens: n-gram prompt lookup, or k greedy steps of a draft model;
   2. the target scores the sequence's pending token plus its drafts in the step's one forward pass (the sequence
      rides the prefill-chunk attention path, beside plain decodes and prefill chunks);
@@ -96,6 +98,7 @@ class Speculator:
             num_prefill_tokens = sum(n for _, n in scheduled if n > 1)
             decisions = self.controller.decide([s.request.request_id for s in candidates], num_prefill_tokens)
             candidates = [s for s, on in zip(candidates, decisions) if on or s.request.params.seed is not None]
+        candidates.sort(key=lambda s: s.request.params.seed is None)  # seeded first: stable, so order is kept
         budget = self.max_num_batched_tokens - num_batched_tokens
         drafts: dict[int, list[int]] = {}
         if self.draft is not None:
