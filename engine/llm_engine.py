@@ -133,6 +133,9 @@ class LLMEngine:
         if request_id in self.requests:
             raise RequestError(f"request id {request_id!r} is already in use", param="request_id")
         self._validate_prompt(prompt_token_ids)
+        if params.n > self.config.max_num_seqs:
+            raise RequestError(f"n={params.n} is more than this engine runs at once (max_num_seqs="
+                               f"{self.config.max_num_seqs})", param="n")
         if any(t >= self.spec.vocab_size for t in params.stop_token_ids):
             raise RequestError(f"stop_token_ids must be below the vocabulary size {self.spec.vocab_size}",
                                param="stop_token_ids")

@@ -112,11 +112,15 @@ class Scheduler:
 
     # -- phase 2 ------------------------------------------------------------------------------------------------
     def _schedule_swapped(self, out: SchedulerOutput, budget: int) -> int:
-        while self.swapped and budget > 0 and len(self.running) < self.config.max_num_seqs:
+        unforked = sum(_siblings_to_come(s) for s in self.running)
+        while self.swapped and budget > 0:
             seq = self.swapped[0]
+            if len(self.running) + unforked + 1 + _siblings_to_come(seq) > self.config.max_num_seqs:
+                break
             if not self.kv.swap_in(seq, reserve_blocks=self._reserve_blocks()):
                 break
             self.swapped.popleft()
+            unforked += _siblings_to_come(seq)
             self.stats.num_swapped_in_total += 1
             seq.status = SequenceStatus.RUNNING
             self.running.append(seq)
@@ -130,8 +134,13 @@ class Scheduler:
     # -- phase 3 ------------------------------------------------------------------------------------------------
     def _schedule_waiting(self, out: SchedulerOutput, budget: int) -> None:
         chunked = self.config.enable_chunked_prefill
-        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
+        # A request with n > 1 forks its n - 1 siblings into the running batch when its prompt is done: they are
+        # counted against max_num_seqs from its admission on, so the batch never outgrows it.
+        unforked = sum(_siblings_to_come(s) for s in self.running)
+        while self.waiting and budget > 0:
             seq = self.waiting[0]
+            if len(self.running) + unforked + 1 + _siblings_to_come(seq) > self.config.max_num_seqs:
+                break
             cached = self.kv.find_cached_prefix(seq)
             num_cached_tokens = len(cached) * self.kv.block_size
             num_new = seq.num_tokens - num_cached_tokens
@@ -147,6 +156,7 @@ class Scheduler:
             self.running.append(seq)
             out.scheduled.append((seq, num_new))
             budget -= num_new
+            unforked += _siblings_to_come(seq)
             self._count_admission(seq, num_cached_tokens)
             self._count_chunk(seq, num_new)
 
@@ -167,3 +177,8 @@ class Scheduler:
     def _count_chunk(self, seq: Sequence, num_new: int) -> None:
         if seq.num_computed_tokens + num_new < seq.num_tokens:
             self.stats.num_chunked_prefill_steps_total += 1
+
+
+def _siblings_to_come(seq: Sequence) -> int:
+    request = seq.request
+    return 0 if request.forked else request.params.n - 1
