@@ -35,7 +35,7 @@ from gateway.routing.base import (
     RouteRequest,
 )
 from gateway.spans import stage, upstream_trace_headers
-from gateway.sse import StreamScanner, choice_texts, delivered_text, error_event
+from gateway.sse import StreamScanner, choice_texts, error_event
 from gateway.store.base import Settlement
 from gateway.tokenizer import estimate_tokens
 from sluicegate.block_hash import block_hashes
@@ -271,7 +271,7 @@ class CompletionsEndpoint:
     def _count_delivered(self, a: Admitted, flight: Flight) -> int:
         text = flight.completion_text
         if text is None:
-            text = delivered_text(flight.scanner.delivered) if flight.scanner else ""
+            text = flight.scanner.delivered_text() if flight.scanner else ""
         tokenizer = self._gw.tokenizers.get(a.model.name)
         if tokenizer is None:
             return estimate_tokens(text)

@@ -2,7 +2,10 @@
 
 The scanner cuts the byte stream at event boundaries (so a client never receives half an event), spots the usage
 chunk (parsed only when the bytes contain a usage object), drops it when the client did not ask for usage, and
-keeps the delivered bytes so that, if the upstream never reports usage, the completion can be counted afterwards.
+keeps what it delivered so that, if the upstream never reports usage, the completion can be counted afterwards:
+the raw events until they pass COMPACT_BYTES, then only their text (SSE JSON is ~5-10x the text it carries, and a
+long stream times many clients must not hold megabytes each; parsing in 64 KiB batches costs what parsing every
+event would, once).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import json
 
 DONE = b"data: [DONE]"
+COMPACT_BYTES = 64 << 10
 _USAGE_MARKERS = (b'"usage":{', b'"usage": {')
 
 
@@ -19,7 +23,9 @@ class StreamScanner:
         self._pending = b""
         self.usage: dict | None = None
         self.saw_done = False
-        self.delivered: list[bytes] = []
+        self._raw: list[bytes] = []  # delivered events not yet reduced to text
+        self._raw_bytes = 0
+        self._text: list[str] = []
 
     def feed(self, chunk: bytes) -> bytes:
         """Upstream bytes in; the complete events to forward out (b"" while an event is still incomplete)."""
@@ -36,8 +42,21 @@ class StreamScanner:
         if DONE in events:
             self.saw_done = True
         if events:
-            self.delivered.append(events)
+            self._raw.append(events)
+            self._raw_bytes += len(events)
+            if self._raw_bytes > COMPACT_BYTES:
+                self._compact()
         return events
+
+    def delivered_text(self) -> str:
+        """The completion text delivered so far (chat deltas or completion text)."""
+        self._compact()
+        return "".join(self._text)
+
+    def _compact(self) -> None:
+        if self._raw:
+            self._text.append(_events_text(b"".join(self._raw)))
+            self._raw, self._raw_bytes = [], 0
 
     def _take_usage(self, events: bytes) -> bytes:
         kept = []
@@ -65,10 +84,9 @@ def _data(event: bytes) -> bytes | None:
     return None
 
 
-def delivered_text(blobs: list[bytes]) -> str:
-    """The completion text in delivered chunks (chat deltas or completion text), for counting without usage."""
+def _events_text(events: bytes) -> str:
     parts = []
-    for event in b"".join(blobs).split(b"\n\n"):
+    for event in events.split(b"\n\n"):
         payload = _data(event)
         if not payload or payload == b"[DONE]":
             continue
