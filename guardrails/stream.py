@@ -14,7 +14,7 @@ is scanned with the tenant's policy and emitted at once, redacted.
 The pending buffer is bounded by `stream_max_holdback_chars`. A secret longer than that (a PEM private key, a long
 JWT or API key) is swallowed instead: once its start is recognised (the PEM BEGIN line, a finding still growing at
 the end, or a run starting with a key prefix) the placeholder is emitted (or one `*` per character, for masking) and
-the rest is dropped until the secret ends (the PEM END line, or whitespace). Any other over-long unbroken run is
+the rest is dropped until the secret ends (the PEM END line, or a character no key or JWT contains). Any other over-long unbroken run is
 scanned and released as it stands. Output `block` raises OutputBlocked instead of emitting.
 """
 
@@ -38,7 +38,9 @@ _TAILS = (
 _PEM_BEGIN = regex.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
 _PEM_END = regex.compile(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
 _PEM_END_MAX_CHARS = 64
-_RUN_END = regex.compile(r"\s")
+# A swallowed JWT or API key ends at the first character none of them contains (so "key=<JWT>;" keeps its ";", and
+# a key inside JSON keeps the closing quote), not at the next whitespace.
+_RUN_END = regex.compile(r"[^A-Za-z0-9_.\-]")
 # Prefixes that start a long secret: a run beginning with one is swallowed rather than released in clear.
 _SECRET_PREFIXES = regex.compile(r"(?:eyJ|sk-|sk_live_|rk_live_|ghp_|gho_|ghs_|github_pat_|xox[abprs]-|AKIA|AIza)")
 _SECRET_PREFIX_ENTITY = {"eyJ": "JWT"}

@@ -152,6 +152,15 @@ def test_long_key_by_prefix_is_swallowed_before_it_matches(guardrails_engine):
     assert out == "key=<API_KEY>\nok"
 
 
+@pytest.mark.parametrize("chunk_chars", [1, 3, 16])
+def test_a_swallowed_secret_ends_where_its_characters_end(guardrails_engine, chunk_chars):
+    """Punctuation and quotes right after a long JWT are text, not secret: JSON output keeps its structure."""
+    text = f'{{"token":"{_long_jwt()}","next":1}}; done'
+    policy = GuardrailPolicy(output_pii_action="redact")
+    out, _ = _stream(guardrails_engine, [text[i:i + chunk_chars] for i in range(0, len(text), chunk_chars)], policy)
+    assert out == '{"token":"<JWT>","next":1}; done'
+
+
 def test_long_plain_run_is_released_in_clear(guardrails_engine):
     url = "https://docs.example.com/" + "section/" * 30 + "index.html"
     out, _ = _stream(guardrails_engine, list(f"see {url} for more"))
