@@ -280,14 +280,14 @@ class LLMEngine:
         suppressed = []
         if seq.num_output_tokens < params.min_tokens:
             suppressed = list(params.stop_token_ids) + ([] if params.ignore_eos else list(self.eos_token_ids))
-        outputs = seq.output_token_ids if params.has_penalties else []
+        outputs = seq.output_ids if params.has_penalties else []
         return SamplingRow(params, seq.generator, outputs, suppressed)
 
     def _append_token(self, seq: Sequence, token_id: int, logprob) -> None:
         request, params = seq.request, seq.request.params
         if request.first_token_time is None:
             request.first_token_time = time.monotonic()
-        seq.token_ids.append(token_id)
+        seq.append_token(token_id)
         self.counters.generation_tokens_total += 1
         if seq.logprobs is not None:
             seq.logprobs.append(logprob)
@@ -338,7 +338,7 @@ class LLMEngine:
 
     @staticmethod
     def _choice_output(seq: Sequence) -> CompletionOutput:
-        output_ids = seq.output_token_ids
+        output_ids = seq.output_ids
         delta_ids = output_ids[seq.num_emitted_tokens :]
         seq.num_emitted_tokens = len(output_ids)
         delta_logprobs = None

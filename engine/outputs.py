@@ -16,7 +16,9 @@ class TokenLogprob:
 @dataclass
 class CompletionOutput:
     """One of a request's n choices. `delta_*` hold only what this step added (for streaming); the cumulative
-    fields hold everything so far. `text` never ends inside a UTF-8 character or in text a stop string takes back."""
+    fields hold everything so far. `text` never ends inside a UTF-8 character or in text a stop string takes back.
+    `token_ids` and `logprobs` are the sequence's own lists (copying them every step would cost O(output) per token):
+    they keep growing until the choice finishes, so copy them to keep a snapshot of an unfinished one."""
 
     index: int
     text: str = ""

@@ -39,6 +39,7 @@ class Sequence:
         self.request = request
         self.index = index  # choice index within the request
         self.token_ids = token_ids  # prompt + output
+        self.output_ids: list[int] = []  # the output part, kept beside token_ids: read every step, never sliced
         self.num_prompt_tokens = len(request.prompt_token_ids)
         self.num_computed_tokens = 0  # tokens whose KV is in the cache
         self.status = SequenceStatus.WAITING
@@ -63,11 +64,11 @@ class Sequence:
 
     @property
     def num_output_tokens(self) -> int:
-        return len(self.token_ids) - self.num_prompt_tokens
+        return len(self.output_ids)
 
-    @property
-    def output_token_ids(self) -> list[int]:
-        return self.token_ids[self.num_prompt_tokens :]
+    def append_token(self, token_id: int) -> None:
+        self.token_ids.append(token_id)
+        self.output_ids.append(token_id)
 
     @property
     def is_finished(self) -> bool:
