@@ -69,9 +69,12 @@ class Scheduler:
         budget = self.config.max_num_batched_tokens
         budget, preempted = self._schedule_running(out, budget)
         if not preempted:
-            budget = self._schedule_swapped(out, budget)
+            # A request with n > 1 forks its n - 1 siblings into the running batch when its prompt is done: they
+            # hold seats against max_num_seqs from its admission on, so the batch never outgrows it.
+            seats = sum(_seats(s) for s in self.running)
+            budget, seats = self._schedule_swapped(out, budget, seats)
             if not self.swapped:
-                self._schedule_waiting(out, budget)
+                self._schedule_waiting(out, budget, seats)
         out.num_batched_tokens = sum(n for _, n in out.scheduled)
         return out
 
@@ -111,16 +114,15 @@ class Scheduler:
         self.waiting.appendleft(seq)
 
     # -- phase 2 ------------------------------------------------------------------------------------------------
-    def _schedule_swapped(self, out: SchedulerOutput, budget: int) -> int:
-        unforked = sum(_siblings_to_come(s) for s in self.running)
+    def _schedule_swapped(self, out: SchedulerOutput, budget: int, seats: int) -> tuple[int, int]:
         while self.swapped and budget > 0:
             seq = self.swapped[0]
-            if len(self.running) + unforked + 1 + _siblings_to_come(seq) > self.config.max_num_seqs:
+            if seats + _seats(seq) > self.config.max_num_seqs:
                 break
             if not self.kv.swap_in(seq, reserve_blocks=self._reserve_blocks()):
                 break
             self.swapped.popleft()
-            unforked += _siblings_to_come(seq)
+            seats += _seats(seq)
             self.stats.num_swapped_in_total += 1
             seq.status = SequenceStatus.RUNNING
             self.running.append(seq)
@@ -129,17 +131,14 @@ class Scheduler:
                 break  # it holds its blocks and runs next step
             out.scheduled.append((seq, num_new))
             budget -= num_new
-        return budget
+        return budget, seats
 
     # -- phase 3 ------------------------------------------------------------------------------------------------
-    def _schedule_waiting(self, out: SchedulerOutput, budget: int) -> None:
+    def _schedule_waiting(self, out: SchedulerOutput, budget: int, seats: int) -> None:
         chunked = self.config.enable_chunked_prefill
-        # A request with n > 1 forks its n - 1 siblings into the running batch when its prompt is done: they are
-        # counted against max_num_seqs from its admission on, so the batch never outgrows it.
-        unforked = sum(_siblings_to_come(s) for s in self.running)
         while self.waiting and budget > 0:
             seq = self.waiting[0]
-            if len(self.running) + unforked + 1 + _siblings_to_come(seq) > self.config.max_num_seqs:
+            if seats + _seats(seq) > self.config.max_num_seqs:
                 break
             cached = self.kv.find_cached_prefix(seq)
             num_cached_tokens = len(cached) * self.kv.block_size
@@ -156,7 +155,7 @@ class Scheduler:
             self.running.append(seq)
             out.scheduled.append((seq, num_new))
             budget -= num_new
-            unforked += _siblings_to_come(seq)
+            seats += _seats(seq)
             self._count_admission(seq, num_cached_tokens)
             self._count_chunk(seq, num_new)
 
@@ -179,6 +178,7 @@ class Scheduler:
             self.stats.num_chunked_prefill_steps_total += 1
 
 
-def _siblings_to_come(seq: Sequence) -> int:
+def _seats(seq: Sequence) -> int:
+    """Running-batch seats a sequence takes: itself, plus the siblings its request forks after the prompt."""
     request = seq.request
-    return 0 if request.forked else request.params.n - 1
+    return 1 if request.forked else request.params.n

@@ -78,9 +78,10 @@ async def admit(gw, kind: str, scope, receive) -> Admitted:
             raise
     headers = ratelimit_headers(admission.buckets)
     if not admission.ok:
-        _refused(gw, key, tenant, admission)
+        text_headers = {k.decode(): v.decode() for k, v in headers}
+        _refused(gw, key, tenant, admission, text_headers)
         error = rejection(admission, parsed.model, prompt.prompt_tokens)
-        error.headers.update((k.decode(), v.decode()) for k, v in headers)
+        error.headers.update(text_headers)
         raise error
     headers.append((b"x-request-id", request_id.encode()))
     return Admitted(parsed, raw, model, prompt, key, tenant, admission, request_id, lease_end_ms, headers)
@@ -107,10 +108,9 @@ def _precheck(gw, key: ApiKey, tenant: Tenant) -> None:
                    "requests", "rate_limit_exceeded", headers={**headers, **retry_after(wait_s)})
 
 
-def _refused(gw, key: ApiKey, tenant: Tenant, admission: Admission) -> None:
+def _refused(gw, key: ApiKey, tenant: Tenant, admission: Admission, headers: dict[str, str]) -> None:
     gw.metrics.child(gw.metrics.rejections, tenant.id, admission.reason).inc()
     if admission.reason == base.UNAUTHORIZED:
         gw.auth.forget_key(key.digest)
     elif admission.reason == base.REQUESTS and not admission.fallback:  # Redis may be back any moment
-        headers = {k.decode(): v.decode() for k, v in ratelimit_headers(admission.buckets)}
         gw.denied_until[key.digest] = (time.monotonic() + admission.retry_after_s, headers)

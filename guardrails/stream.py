@@ -14,8 +14,8 @@ is scanned with the tenant's policy and emitted at once, redacted.
 The pending buffer is bounded by `stream_max_holdback_chars`. A secret longer than that (a PEM private key, a long
 JWT or API key) is swallowed instead: once its start is recognised (the PEM BEGIN line, a finding still growing at
 the end, or a run starting with a key prefix) the placeholder is emitted (or one `*` per character, for masking) and
-the rest is dropped until the secret ends (the PEM END line, or a character no key or JWT contains). Any other over-long unbroken run is
-scanned and released as it stands. Output `block` raises OutputBlocked instead of emitting.
+the rest is dropped until the secret ends (the PEM END line, or a character no key or JWT contains). Any other
+over-long unbroken run is scanned and released as it stands. Output `block` raises OutputBlocked instead of emitting.
 """
 
 from __future__ import annotations

@@ -63,6 +63,10 @@ class AdmitRequest:
     request_id: str
     lease_s: float
 
+    def reserved_out(self, default_max_tokens: int) -> int:
+        """The output reservation (admit.lua computes the same): max_tokens, or the tenant's default, per completion."""
+        return (default_max_tokens if self.max_tokens is None else self.max_tokens) * self.completions
+
 
 @dataclass
 class Admission:

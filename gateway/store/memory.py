@@ -50,8 +50,7 @@ class MemoryStore:
             return Admission(base.UNAUTHORIZED)
         if not tenant.allows(request.model):
             return Admission(base.MODEL_NOT_ALLOWED, tenant_gen=tenant.gen)
-        per_completion = tenant.default_max_tokens if request.max_tokens is None else request.max_tokens
-        reserve = per_completion * request.completions
+        reserve = request.reserved_out(tenant.default_max_tokens)
         day, month, to_next_day_ms, to_next_month_ms = periods(now)
         denied = Admission("", tenant_gen=tenant.gen, reserved_out=reserve, day=day, month=month)
 

@@ -191,11 +191,10 @@ class ResilientStore:
 
 
 def _void_settlement(request: AdmitRequest, tenant: Tenant) -> Settlement:
-    """Returns what an admission whose reply was lost would have reserved (the same formula as the script), without
-    counting a request. Dates are the gateway's: near midnight UTC the refund may land on the neighbouring day."""
+    """Returns what an admission whose reply was lost would have reserved, without counting a request. Dates are the
+    gateway's: near midnight UTC the refund may land on the neighbouring day."""
     now = now_ms()
     day, month, _, _ = periods(now)
-    per_completion = tenant.default_max_tokens if request.max_tokens is None else request.max_tokens
     return Settlement(request.tenant_id, request.digest, request.model, request.request_id, request.prompt_tokens,
-                      per_completion * request.completions, 0, 0, day, month,
+                      request.reserved_out(tenant.default_max_tokens), 0, 0, day, month,
                       lease_end_ms=now + int(request.lease_s * 1000), count_usage=False)
