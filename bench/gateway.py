@@ -8,9 +8,10 @@ Columns, all measured in one run against the same upstream:
   litellm    LiteLLM's proxy with a Redis-backed TPM/RPM limit, installed into its own venv (skipped with a
              message when it cannot be installed)
 
-Rows: RPS at saturation (closed loop, 64 connections), added latency p50/p99 at a fixed low rate (open loop),
-streaming time-to-first-chunk added, gateway CPU ms per request and RSS. The gateway under test is pinned to
-core 0; the upstream and the load generator share the other cores.
+Rows: RPS at saturation (closed loop, 64 connections), added latency p50/p99 at a fixed low rate (open loop, the
+columns taking turns request by request, so that "added" compares latencies from the same seconds), streaming
+time-to-first-chunk added, gateway CPU ms per request and RSS. The gateway under test is pinned to core 0; the
+upstream and the load generator share the other cores.
 """
 
 from __future__ import annotations
@@ -169,23 +170,28 @@ async def _saturate(url: str, headers: dict, stream: bool, seconds: float, conne
     return done, errors
 
 
-async def _fixed_rate(url: str, headers: dict, stream: bool, rate: float, count: int) -> list[float]:
+async def _interleaved(targets: list[tuple[str, dict]], stream: bool, rate: float, count: int) -> list[list[float]]:
+    """Open loop at `rate` requests/s per target, the targets taking turns request by request: every column's
+    latencies come from the same seconds, so the machine's drift (this VM's moves by a few tenths of a ms from one
+    minute to the next) cancels out of "added"."""
     import aiohttp
 
-    latencies: list[float] = []
+    latencies: list[list[float]] = [[] for _ in targets]
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=256)) as session:
-        for i in range(10):  # warm the pool
-            await _one(session, url, headers, i, stream)
+        for url, headers in targets:
+            for i in range(10):  # warm the pools
+                await _one(session, url, headers, i, stream)
         start = time.perf_counter()
         tasks = []
-        for i in range(count):
-            delay = start + i / rate - time.perf_counter()
+        for i in range(count * len(targets)):
+            delay = start + i / (rate * len(targets)) - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            tasks.append(asyncio.ensure_future(_one(session, url, headers, 10_000 + i, stream)))
-        for task in tasks:
+            url, headers = targets[i % len(targets)]
+            tasks.append((i % len(targets), asyncio.ensure_future(_one(session, url, headers, 10_000 + i, stream))))
+        for column, task in tasks:
             try:
-                latencies.append(await task)
+                latencies[column].append(await task)
             except Exception:  # noqa: BLE001 - a failed request has no latency
                 pass
     return latencies
@@ -258,31 +264,44 @@ def _rss_mib(pid: int) -> float:
     return float("nan")
 
 
-# ---- the columns --------------------------------------------------------------------------------------------
-def _measure(name: str, url: str, headers: dict, proc: subprocess.Popen | None, args) -> dict:
+# ---- the columns ----------------------------------------------------------------------------------------------
+def _saturation(name: str, url: str, headers: dict, proc: subprocess.Popen | None, args) -> dict:
     endpoint = url + "/v1/chat/completions"
     cpu0 = _cpu_s(proc.pid) if proc else 0.0
     done, errors = asyncio.run(_saturate(endpoint, headers, False, args.seconds, args.connections))
     cpu1 = _cpu_s(proc.pid) if proc else 0.0
     sdone, serrors = asyncio.run(_saturate(endpoint, headers, True, args.seconds / 2, args.connections))
-    # "low load": the fixed rate, or half of what this column sustains if that is lower
-    rate = min(args.rate, 0.5 * done / args.seconds) if done else args.rate
-    plain = asyncio.run(_fixed_rate(endpoint, headers, False, rate, args.count))
-    streamed = asyncio.run(_fixed_rate(endpoint, headers, True, rate, args.count))
     result = {
         "name": name,
         "rps": done / args.seconds,
         "streams_per_s": sdone / (args.seconds / 2),
         "errors": errors + serrors,
-        "latency_rate": rate,
-        "p50_ms": _pct(plain, 50), "p99_ms": _pct(plain, 99),
-        "ttfc_p50_ms": _pct(streamed, 50), "ttfc_p99_ms": _pct(streamed, 99),
         "cpu_ms_per_req": (cpu1 - cpu0) * 1000 / done if proc and done else None,
         "rss_mib": _rss_mib(proc.pid) if proc else None,
     }
-    print(f"  {name}: {result['rps']:.0f} req/s, p50 {result['p50_ms']:.2f} ms, errors {result['errors']}",
-          file=sys.stderr)
+    print(f"  {name}: {result['rps']:.0f} req/s, errors {result['errors']}", file=sys.stderr)
     return result
+
+
+def _latency(columns: list[tuple[dict, str, dict]], args) -> None:
+    """The low-load phase for `columns` (result, base URL, headers) together, interleaved; the first is the floor.
+    "Low load": the fixed rate, or half of what the slowest column sustains (requests or streams) if that is lower."""
+    sustained = [min(result["rps"], result["streams_per_s"]) for result, _, _ in columns if result["rps"]]
+    rate = min([args.rate] + [0.5 * r for r in sustained])
+    targets = [(url + "/v1/chat/completions", headers) for _, url, headers in columns]
+    plain = asyncio.run(_interleaved(targets, False, rate, args.count))
+    streamed = asyncio.run(_interleaved(targets, True, rate, args.count))
+    floor = (_pct(plain[0], 50), _pct(plain[0], 99), _pct(streamed[0], 50))
+    for (result, _, _), lat, first in zip(columns, plain, streamed):
+        result.update({
+            "latency_rate": rate,
+            "p50_ms": _pct(lat, 50), "p99_ms": _pct(lat, 99),
+            "ttfc_p50_ms": _pct(first, 50), "ttfc_p99_ms": _pct(first, 99),
+        })
+        result["added_p50_ms"] = result["p50_ms"] - floor[0]
+        result["added_p99_ms"] = result["p99_ms"] - floor[1]
+        result["added_ttfc_ms"] = result["ttfc_p50_ms"] - floor[2]
+        result["errors"] += 2 * args.count - len(lat) - len(first)
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -292,7 +311,7 @@ def _pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(len(values) * q / 100))] * 1000
 
 
-def _gateway_config(tmp: Path, upstream: str, redis_url: str, tokenizer: str) -> Path:
+def _gateway_config(tmp: Path, upstream: str, redis_url: str, tokenizer: str, overlap: bool = True) -> Path:
     import yaml
 
     tenants = tmp / "tenants.yaml"
@@ -304,6 +323,7 @@ def _gateway_config(tmp: Path, upstream: str, redis_url: str, tokenizer: str) ->
         "tenants_seed": str(tenants),
         "redis": {"url": redis_url, "key_prefix": "sgbench:", "socket_timeout_s": 0.5},
         "models": {"bench": {"tokenizer": tokenizer, "replicas": [upstream]}},
+        "admission_overlap": overlap,
     }))
     return config
 
@@ -379,21 +399,27 @@ def run(args) -> dict:
                             load_cores[0]))
         os.sched_setaffinity(0, set(load_cores))
         _wait_http(upstream + "/v1/models", 20)
-        results.append(_measure("direct", upstream, {}, None, args))
+        direct = _saturation("direct", upstream, {}, None, args)
 
         bare = _spawn([sys.executable, "-m", "bench.gateway", "--serve-bare", str(bare_port), upstream], 0)
         procs.append(bare)
-        _wait_http(f"http://127.0.0.1:{bare_port}/v1/chat/completions", 30, bare)
-        results.append(_measure("bare", f"http://127.0.0.1:{bare_port}", {}, bare, args))
-        _stop(bare)
+        bare_url = f"http://127.0.0.1:{bare_port}"
+        _wait_http(bare_url + "/v1/chat/completions", 30, bare)
+        bare_result = _saturation("bare", bare_url, {}, bare, args)
 
-        config = _gateway_config(tmp, upstream, f"redis://127.0.0.1:{redis_port}/0", tokenizer)
+        config = _gateway_config(tmp, upstream, f"redis://127.0.0.1:{redis_port}/0", tokenizer,
+                                 args.admission_overlap == "on")
         gw = _spawn([sys.executable, "-m", "sluicegate.cli", "gateway", "--config", str(config), "--port",
                      str(gw_port)], 0, log=tmp / "gateway.log")
         procs.append(gw)
         auth = {"authorization": f"Bearer {API_KEY}"}
-        _wait_http(f"http://127.0.0.1:{gw_port}/v1/models", 60, gw, auth)
-        results.append(_measure("sluicegate", f"http://127.0.0.1:{gw_port}", auth, gw, args))
+        gw_url = f"http://127.0.0.1:{gw_port}"
+        _wait_http(gw_url + "/v1/models", 60, gw, auth)
+        ours = _saturation("sluicegate", gw_url, auth, gw, args)
+        # Both pass-throughs sit on core 0; taking turns at a low rate, one is idle while the other serves.
+        _latency([(direct, upstream, {}), (bare_result, bare_url, {}), (ours, gw_url, auth)], args)
+        results += [direct, bare_result, ours]
+        _stop(bare)
         _stop(gw)
 
         if args.skip_litellm:
@@ -409,9 +435,13 @@ def run(args) -> dict:
                              "--num_workers", "1"], 0, log=tmp / "litellm.log")
                 procs.append(ll)
                 ll_auth = {"authorization": f"Bearer {MASTER_KEY}"}
+                ll_url = f"http://127.0.0.1:{ll_port}"
                 try:
-                    _wait_http(f"http://127.0.0.1:{ll_port}/health/liveliness", 180, ll)
-                    results.append(_measure("litellm", f"http://127.0.0.1:{ll_port}", ll_auth, ll, args))
+                    _wait_http(ll_url + "/health/liveliness", 180, ll)
+                    litellm = _saturation("litellm", ll_url, ll_auth, ll, args)
+                    # its own floor: a fresh direct column taking turns with it, at the rate it sustains
+                    _latency([({"rps": 0.0, "errors": 0}, upstream, {}), (litellm, ll_url, ll_auth)], args)
+                    results.append(litellm)
                 except RuntimeError as exc:
                     notes.append(f"litellm: did not run ({exc}); log in {tmp}/litellm.log")
                 _stop(ll)
@@ -419,11 +449,6 @@ def run(args) -> dict:
         for proc in procs:
             _stop(proc)
         os.sched_setaffinity(0, own_cores)
-    floor = results[0]
-    for r in results:
-        r["added_p50_ms"] = r["p50_ms"] - floor["p50_ms"]
-        r["added_p99_ms"] = r["p99_ms"] - floor["p99_ms"]
-        r["added_ttfc_ms"] = r["ttfc_p50_ms"] - floor["ttfc_p50_ms"]
     by_name = {r["name"]: r for r in results}
     if "litellm" in by_name and "sluicegate" in by_name:
         by_name["sluicegate"]["rps_vs_litellm"] = by_name["sluicegate"]["rps"] / max(by_name["litellm"]["rps"], 1e-9)
@@ -438,9 +463,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument("--seconds", type=float, default=5.0, help="saturation phase length")
     parser.add_argument("--connections", type=int, default=64, help="closed-loop connections at saturation")
-    parser.add_argument("--rate", type=float, default=100.0, help="requests/s of the fixed-rate latency phase")
-    parser.add_argument("--count", type=int, default=500, help="requests of the fixed-rate latency phase")
+    parser.add_argument("--rate", type=float, default=100.0,
+                        help="requests/s per column in the fixed-rate latency phase")
+    parser.add_argument("--count", type=int, default=1000, help="requests per column in the fixed-rate latency phase")
     parser.add_argument("--skip-litellm", action="store_true")
+    parser.add_argument("--admission-overlap", choices=("on", "off"), default="on",
+                        help="the gateway's admission_overlap setting (off: every request admitted before it is sent)")
     parser.add_argument("--tokenizer", help="tokenizer folder to count with (default: a tiny model made offline)")
     parser.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--serve-bare", nargs=2, help=argparse.SUPPRESS)

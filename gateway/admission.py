@@ -1,8 +1,10 @@
-"""Steps 1-5 of the request path (DESIGN.md): auth, cheap pre-check, input guardrails, tokenize, admission.
+"""Steps 1-5 of the request path (DESIGN.md): auth, cheap pre-check, input guardrails (`prepare`), tokenize
+(`tokenize`) and admission (`decide`).
 
 Everything before the admission script is in-process; the script is the request's one Redis round trip before
-routing. A tenant whose request bucket was found empty is refused locally until it refills (the "cheap
-pre-check", per key), so an over-limit key costs neither tokenization nor Redis.
+routing (which the proxy may overlap with the upstream request: gateway/overlap.py). A tenant whose request bucket
+was found empty is refused locally until it refills (the "cheap pre-check", per key), so an over-limit key costs
+neither tokenization nor Redis.
 """
 
 from __future__ import annotations
@@ -19,29 +21,35 @@ from gateway.ratelimit_headers import ratelimit_headers
 from gateway.rejections import rejection
 from gateway.spans import stage
 from gateway.store import base
-from gateway.store.base import Admission, AdmitRequest
+from gateway.store.base import Admission, AdmitRequest, reservation
 from gateway.tenants import ApiKey, Tenant
 
 
 @dataclass
-class Admitted:
-    """A request that holds a reservation: it must be settled exactly once."""
+class Ticket:
+    """A request on its way through the request path. Once `admission` is set it holds a reservation that must be
+    settled exactly once."""
 
     parsed: ParsedRequest
     raw_body: bytes
     model: ModelConfig
-    prompt: Prompt
     key: ApiKey
     tenant: Tenant
-    admission: Admission
     request_id: str
     lease_end_ms: int
     """Wall-clock ms at which the in-flight lease ends: lets a replayed settlement tell it already ran."""
+    reserved_out: int
+    """The output reservation as this gateway computes it (the store's own answer is admission.reserved_out)."""
+    prompt: Prompt | None = None
+    """Set by `tokenize`."""
+    admission: Admission | None = None
+    """Set when the store admitted the request; None before and after a refusal."""
     headers: list[tuple[bytes, bytes]] = field(default_factory=list)
     settled: bool = False
 
 
-async def admit(gw, kind: str, scope, receive) -> Admitted:
+async def prepare(gw, kind: str, scope, receive) -> Ticket:
+    """Steps 1-3: auth, the cheap pre-check and the input guardrails, all in-process."""
     with stage("auth"):
         key, tenant = await gw.auth.authenticate(header(scope, b"authorization"))
     raw = await read_body(receive)
@@ -56,35 +64,44 @@ async def admit(gw, kind: str, scope, receive) -> Admitted:
     _precheck(gw, key, tenant)
     with stage("guardrails.input"):
         parsed.body = await gw.hooks.check_input(tenant, kind, parsed.body)
+    return Ticket(parsed, raw, model, key, tenant, gw.next_request_id(),
+                  int((time.time() + gw.config.request_lease_s) * 1000),
+                  reservation(parsed.max_tokens, parsed.completions, tenant.default_max_tokens))
+
+
+async def tokenize(gw, a: Ticket) -> None:
+    """Step 4: the exact prompt token count (and the ids routing hashes)."""
     started = time.perf_counter()
     with stage("tokenize"):
-        prompt = await measure(parsed, model, gw.tokenizers.get(model.name))
-    gw.metrics.child(gw.metrics.tokenize_seconds, model.name).observe(time.perf_counter() - started)
+        a.prompt = await measure(a.parsed, a.model, gw.tokenizers.get(a.model.name))
+    gw.metrics.child(gw.metrics.tokenize_seconds, a.model.name).observe(time.perf_counter() - started)
 
-    request_id = gw.next_request_id()
-    request = AdmitRequest(tenant.id, key.digest, parsed.model, prompt.prompt_tokens, parsed.max_tokens,
-                           parsed.completions, request_id, gw.config.request_lease_s)
-    lease_end_ms = int((time.time() + request.lease_s) * 1000)
+
+async def decide(gw, a: Ticket) -> None:
+    """Step 5: the admission script. Sets a.admission and a.headers, or raises the refusal as an ApiError."""
+    request = AdmitRequest(a.tenant.id, a.key.digest, a.parsed.model, a.prompt.prompt_tokens, a.parsed.max_tokens,
+                           a.parsed.completions, a.request_id, gw.config.request_lease_s)
     with stage("admission"):
-        admission = await gw.store.admit(request, tenant, key)
+        admission = await gw.store.admit(request, a.tenant, a.key)
+    gw.overlap.observe(a.key.digest, admission)
     # A local fallback admission carries the local copy's own generation counter, not Redis': nothing to refresh
     # from while Redis is down, and the cached tenant is the freshest copy there is.
-    if admission.reason != base.UNAUTHORIZED and not admission.fallback and admission.tenant_gen != tenant.gen:
+    if admission.reason != base.UNAUTHORIZED and not admission.fallback and admission.tenant_gen != a.tenant.gen:
         try:
-            tenant = await gw.auth.refresh_tenant(tenant.id)
+            a.tenant = await gw.auth.refresh_tenant(a.tenant.id)
         except BaseException:
             if admission.ok:  # the store took the reservation: give it back, or it leaks until the lease ends
-                gw.spawn(gw.store.settle(_nothing_used(request, admission, lease_end_ms), admission.store))
+                gw.spawn(gw.store.settle(_nothing_used(request, admission, a.lease_end_ms), admission.store))
             raise
     headers = ratelimit_headers(admission.buckets)
     if not admission.ok:
         text_headers = {k.decode(): v.decode() for k, v in headers}
-        _refused(gw, key, tenant, admission, text_headers)
-        error = rejection(admission, parsed.model, prompt.prompt_tokens)
+        _refused(gw, a.key, a.tenant, admission, text_headers)
+        error = rejection(admission, request.model, request.prompt_tokens)
         error.headers.update(text_headers)
         raise error
-    headers.append((b"x-request-id", request_id.encode()))
-    return Admitted(parsed, raw, model, prompt, key, tenant, admission, request_id, lease_end_ms, headers)
+    headers.append((b"x-request-id", request.request_id.encode()))
+    a.admission, a.headers = admission, headers
 
 
 def _nothing_used(request: AdmitRequest, admission, lease_end_ms: int) -> base.Settlement:

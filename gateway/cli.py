@@ -35,8 +35,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import uvicorn
 
-    common = dict(host=host, port=port, loop="uvloop", http="auto", log_level=args.log_level,
-                  access_log=False, timeout_graceful_shutdown=10)
+    # No proxy-headers rewrite (the gateway never reads the client address: it would be per-request work for
+    # nothing) and no `server:` header advertising the stack.
+    common = dict(host=host, port=port, loop="uvloop", http="auto", log_level=args.log_level, access_log=False,
+                  proxy_headers=False, server_header=False, timeout_graceful_shutdown=10)
     if args.workers > 1:
         os.environ["SLUICEGATE_GATEWAY_CONFIG"] = args.config
         uvicorn.run("gateway.cli:_app_factory", factory=True, workers=args.workers, **common)

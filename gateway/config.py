@@ -8,6 +8,7 @@ YAML layout (config/gateway.yaml):
     tenants_seed: config/tenants.yaml         # optional; created at start-up when missing
     redis: {url_env: REDIS_URL, failure_mode: fail_open, socket_timeout_s: 0.1, retry_interval_s: 1.0}
     num_instances: 1                          # gateway instances sharing one Redis (fail-open divides limits by it)
+    admission_overlap: true                   # send upstream while the admission script runs, when safe
     upstream: {connect_timeout_s: 2, read_timeout_s: 120, max_connections: 1024}
     router: gateway.simple_router:build_router  # "module:callable" (see below)
     models:
@@ -99,6 +100,9 @@ class GatewayConfig:
     trace_sample_ratio: float = 1.0
     request_lease_s: float = 900.0
     """A request counts against max_concurrent at most this long, so a crashed gateway cannot leak slots."""
+    admission_overlap: bool = True
+    """Send a request upstream while its admission script runs when the key has ample headroom
+    (gateway/overlap.py); False: always admit first."""
     guardrails: dict | None = None
     """{engine: GuardrailsConfig fields, policies: {name: GuardrailPolicy fields}}; None: guardrails off."""
 
@@ -111,6 +115,12 @@ def _positive(name: str, value: Any, kind: type = float) -> Any:
 
 ROUTING_KEYS = ("routing", "health", "index")
 GATEWAY_MODEL_KEYS = ("replicas", "tokenizer", "block_size", "max_model_len", "upstream_model", *ROUTING_KEYS)
+
+
+def _bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name} must be true or false, got {value!r}")
+    return value
 
 
 def _replicas(name: str, raw) -> list[dict]:
@@ -197,6 +207,7 @@ def config_from_dict(raw: dict) -> GatewayConfig:
         num_instances=_positive("num_instances", raw.get("num_instances", 1), int),
         router=str(raw.get("router", "gateway.simple_router:build_router")),
         request_lease_s=_positive("request_lease_s", raw.get("request_lease_s", 900.0)),
+        admission_overlap=_bool("admission_overlap", raw.get("admission_overlap", True)),
         otlp_endpoint=raw.get("otlp_endpoint"),
         trace_sample_ratio=float(raw.get("trace_sample_ratio", 1.0)),
         guardrails=_guardrails(raw.get("guardrails")),

@@ -34,6 +34,12 @@ class GatewayMetrics:
                                     registry=r)
         self.tokenize_seconds = Histogram("sluicegate_tokenize_seconds", "Prompt tokenization time", ["model"],
                                           buckets=(5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 1e-2, 0.1), registry=r)
+        self.overlapped = Counter("sluicegate_admissions_overlapped",
+                                  "Requests sent upstream while their admission script ran (gateway/overlap.py)",
+                                  registry=r)
+        self.overlap_refusals = Counter("sluicegate_admissions_overlap_refused",
+                                        "Overlapped requests the script refused after all: cancelled upstream",
+                                        registry=r)
         self._children: dict[tuple, object] = {}
 
     def child(self, metric, *labels):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from gateway.admission import Admitted, admit
+from gateway.admission import Ticket, decide, prepare, tokenize
 from gateway.asgi import JSON, ClientGone, header, send_bytes, send_error
 from gateway.errors import ApiError, unavailable, upstream_failed, upstream_retry_after_s, upstream_timeout
 from gateway.parse import CHAT
@@ -29,6 +29,7 @@ from gateway.routing.base import (
     CLIENT_DISCONNECT,
     ERROR_BEFORE_FIRST_BYTE,
     ERROR_MID_STREAM,
+    NOT_ADMITTED,
     OK,
     NoHealthyReplicaError,
     Route,
@@ -73,24 +74,51 @@ class CompletionsEndpoint:
         if scope["method"] != "POST":
             await send_error(send, ApiError(405, f"Use POST for {self._path}.", code="method_not_allowed"))
             return
-        admitted: Admitted | None = None
+        ticket: Ticket | None = None
         flight = Flight()
         try:
             try:
-                admitted = await admit(gw, self._kind, scope, receive)
+                ticket = await prepare(gw, self._kind, scope, receive)
+                opening = await self._admit(ticket, flight, scope)
             except ApiError as error:
                 gw.count_request("", "", error.status)
                 await send_error(send, error)
                 return
             except ClientGone:
                 return
-            await self._forward(admitted, flight, scope, receive, send, started)
+            await self._forward(ticket, flight, scope, receive, send, started, opening)
         finally:
-            if admitted is not None:
-                self._finish(admitted, flight)
+            if ticket is not None:
+                self._finish(ticket, flight)
+
+    async def _admit(self, a: Ticket, flight: Flight, scope) -> asyncio.Task | None:
+        """Steps 4-5. When the key has ample headroom (gateway/overlap.py) the upstream request starts in a task while
+        the admission script runs, and nothing of its response is sent until the script admits; a refusal cancels
+        the task, which closes its connection and so aborts the request upstream. Returns the task, or None when
+        the request was admitted first."""
+        gw = self._gw
+        await tokenize(gw, a)
+        if not gw.overlap.allows(a.key.digest, a.prompt.prompt_tokens, a.reserved_out):
+            await decide(gw, a)
+            return None
+        opening = asyncio.get_running_loop().create_task(self._open(a, flight, scope))
+        try:
+            await decide(gw, a)
+        except BaseException as exc:
+            opening.cancel()
+            await asyncio.wait([opening])  # let it unwind (route chosen, connection closed) before _finish reads it
+            if not opening.cancelled():
+                opening.exception()  # retrieved: the refusal is what the client hears
+            flight.outcome = NOT_ADMITTED
+            if isinstance(exc, ApiError):
+                gw.metrics.overlap_refusals.inc()
+            raise
+        gw.metrics.overlapped.inc()
+        return opening
 
     # ---- forward ------------------------------------------------------------------------------------------------
-    async def _forward(self, a: Admitted, flight: Flight, scope, receive, send, started: float) -> None:
+    async def _forward(self, a: Ticket, flight: Flight, scope, receive, send, started: float,
+                       opening: asyncio.Task | None) -> None:
         task = asyncio.current_task()
 
         async def watch_disconnect() -> None:
@@ -102,7 +130,7 @@ class CompletionsEndpoint:
         watcher = asyncio.get_running_loop().create_task(watch_disconnect())
         try:
             with stage("upstream"):
-                await self._open(a, flight, scope)
+                await (opening if opening is not None else self._open(a, flight, scope))
             with stage("stream"):
                 if a.parsed.stream:
                     await self._relay_stream(a, flight, send, started)
@@ -119,13 +147,16 @@ class CompletionsEndpoint:
             flight.outcome, flight.status = CLIENT_DISCONNECT, 499
         finally:
             watcher.cancel()
+            if opening is not None and not opening.done():  # the client left while it was still opening
+                opening.cancel()
+                await asyncio.wait([opening])
 
-    async def _open(self, a: Admitted, flight: Flight, scope) -> None:
+    async def _open(self, a: Ticket, flight: Flight, scope) -> None:
         """Route and send; on a failure before the first byte, retry once on another replica (router contract)."""
         gw = self._gw
         salt = _cache_salt(a)
         ids = a.prompt.token_ids
-        request = RouteRequest(a.parsed.model, ids, a.prompt.text, a.admission.reserved_out, salt,
+        request = RouteRequest(a.parsed.model, ids, a.prompt.text, a.reserved_out, salt,
                                block_hashes(ids, a.model.block_size, salt) if ids else [])
         body = _upstream_body(a, salt)
         headers = {"content-type": "application/json", "x-request-id": a.request_id}
@@ -169,7 +200,7 @@ class CompletionsEndpoint:
             exclude = exclude | {route.replica}
         raise last_error
 
-    async def _relay_json(self, a: Admitted, flight: Flight, send, started: float) -> None:
+    async def _relay_json(self, a: Ticket, flight: Flight, send, started: float) -> None:
         response = flight.response
         try:
             data = await response.read()
@@ -192,7 +223,7 @@ class CompletionsEndpoint:
         await send_bytes(send, response.status, data, [JSON, *a.headers])
         self._gw.metrics.child(self._gw.metrics.ttft, a.parsed.model).observe(time.perf_counter() - started)
 
-    async def _relay_stream(self, a: Admitted, flight: Flight, send, started: float) -> None:
+    async def _relay_stream(self, a: Ticket, flight: Flight, send, started: float) -> None:
         gw = self._gw
         scanner = flight.scanner = StreamScanner(strip_usage=not a.parsed.client_wants_usage)
         transformer = gw.hooks.output_transformer(a.tenant, self._kind, a.parsed.body)
@@ -232,23 +263,25 @@ class CompletionsEndpoint:
         await send({"type": "http.response.body", "body": tail, "more_body": False})
 
     # ---- settle -------------------------------------------------------------------------------------------------
-    def _finish(self, a: Admitted, flight: Flight) -> None:
+    def _finish(self, a: Ticket, flight: Flight) -> None:
         """Runs in `finally`: no await here, so neither a cancellation nor an error can skip the settlement."""
         if a.settled:
             return
         a.settled = True
         gw = self._gw
-        gw.spawn(self._settle(a, flight))  # first: nothing below may keep the reservation from being settled
+        if a.admission is not None:
+            gw.spawn(self._settle(a, flight))  # first: nothing below may keep the reservation from being settled
         if flight.response is not None:
             if flight.outcome == OK and not flight.cut:
                 flight.response.release()  # read to the end: the connection goes back to the pool
             else:
-                flight.response.close()  # cut: closing the connection is what cancels the upstream's work
+                flight.response.close()  # cut or refused: closing the connection cancels the upstream's work
         if flight.route is not None:
             gw.router.release(flight.route, flight.outcome)
-        gw.count_request(a.tenant.id, a.parsed.model, flight.status or 500)
+        if a.admission is not None:  # a refusal was counted when it was answered
+            gw.count_request(a.tenant.id, a.parsed.model, flight.status or 500)
 
-    async def _settle(self, a: Admitted, flight: Flight) -> None:
+    async def _settle(self, a: Ticket, flight: Flight) -> None:
         gw = self._gw
         usage = flight.usage or (flight.scanner.usage if flight.scanner else None) or {}
         actual_in, actual_out = 0, 0
@@ -268,7 +301,7 @@ class CompletionsEndpoint:
         gw.metrics.child(gw.metrics.tokens, a.tenant.id, "input").inc(actual_in)
         gw.metrics.child(gw.metrics.tokens, a.tenant.id, "output").inc(actual_out)
 
-    def _count_delivered(self, a: Admitted, flight: Flight) -> int:
+    def _count_delivered(self, a: Ticket, flight: Flight) -> int:
         text = flight.completion_text
         if text is None:
             text = flight.scanner.delivered_text() if flight.scanner else ""
@@ -288,7 +321,7 @@ def _int(value, default):
     return min(value, MAX_USAGE_TOKENS)
 
 
-def _cache_salt(a: Admitted) -> str:
+def _cache_salt(a: Ticket) -> str:
     """Prefix-cache salt. A client's own cache_salt is namespaced by its tenant, so no client can pick another
     tenant's salt; isolate_cache tenants always get their own chain (DESIGN.md, "Tenant isolation")."""
     client_salt = a.parsed.body.get("cache_salt")
@@ -297,7 +330,7 @@ def _cache_salt(a: Admitted) -> str:
     return a.tenant.cache_salt
 
 
-def _upstream_body(a: Admitted, salt: str) -> bytes:
+def _upstream_body(a: Ticket, salt: str) -> bytes:
     body = a.parsed.body
     changes: dict = {}
     if a.model.upstream_model:

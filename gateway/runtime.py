@@ -13,6 +13,7 @@ from gateway.config import GatewayConfig
 from gateway.guardrail_wiring import build_hooks
 from gateway.hooks import RequestHooks
 from gateway.metrics import GatewayMetrics
+from gateway.overlap import OverlapGate
 from gateway.routing.base import Router
 from gateway.seed import seed_tenants
 from gateway.store.base import StoreUnavailable
@@ -52,6 +53,8 @@ class Gateway:
         self.metrics = GatewayMetrics()
         self.store = build_store(config, self.metrics)
         self.auth = AuthCache(self.store)
+        # Overlap only hides a round trip: the in-process store (no Redis) answers without one.
+        self.overlap = OverlapGate(config.admission_overlap and config.redis.url is not None)
         self.router = router or load_router(config, self.metrics)
         self.upstreams = UpstreamPool(config.upstream)
         self.hooks = hooks or build_hooks(config.guardrails, self.metrics.registry)

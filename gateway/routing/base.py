@@ -16,6 +16,7 @@ OK = "ok"
 ERROR_BEFORE_FIRST_BYTE = "error_before_first_byte"  # connect error, 5xx, timeout before any byte: retryable
 ERROR_MID_STREAM = "error_mid_stream"
 CLIENT_DISCONNECT = "client_disconnect"
+NOT_ADMITTED = "not_admitted"  # sent while its admission ran, then refused: cancelled, the replica did no wrong
 
 
 class NoHealthyReplicaError(Exception):

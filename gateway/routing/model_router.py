@@ -17,7 +17,15 @@ from dataclasses import dataclass
 
 import httpx
 
-from gateway.routing.base import CLIENT_DISCONNECT, OK, NoHealthyReplicaError, ReplicaInfo, Route, RouteRequest
+from gateway.routing.base import (
+    CLIENT_DISCONNECT,
+    NOT_ADMITTED,
+    OK,
+    NoHealthyReplicaError,
+    ReplicaInfo,
+    Route,
+    RouteRequest,
+)
 from gateway.routing.config import ModelRoutingConfig, ReplicaConfig
 from gateway.routing.hashing import RequestHashes
 from gateway.routing.history_index import HistoryIndex
@@ -121,7 +129,7 @@ class ModelRouter:
         self.pending.discard(replica.name, ticket.pending_hashes)
         if outcome == OK:
             replica.breaker.record_success()
-        elif outcome == CLIENT_DISCONNECT:
+        elif outcome in (CLIENT_DISCONNECT, NOT_ADMITTED):
             replica.breaker.record_neutral()
         else:
             replica.breaker.record_failure()

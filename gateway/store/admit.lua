@@ -3,7 +3,8 @@
 --       10 spent hash (fields d:<YYYYMMDD>, m:<YYYYMM>)
 -- ARGV: 1 model, 2 prompt tokens, 3 max tokens per completion (-1: the tenant's default), 4 request id, 5 lease ms,
 --       6 completions (the reservation is max tokens x completions)
--- Returns {reason, retry_ms, gen, reserved, day, month, then per bucket kind: limit, remaining, reset_ms}.
+-- Returns {reason, retry_ms, gen, reserved, day, month, then per bucket kind: limit, remaining, reset_ms, then for
+--          concurrency, daily and monthly tokens: limit, left}.
 local tenant = redis.call('HMGET', KEYS[1], 'rpm', 'input_tpm', 'output_tpm', 'max_concurrent', 'daily_tokens',
   'monthly_tokens', 'default_max_tokens', 'models', 'gen')
 local key = redis.call('HMGET', KEYS[2], 'revoked', 'expires_at', 'rpm', 'input_tpm', 'output_tpm', 'tenant_id')
@@ -67,11 +68,14 @@ redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', now)
 local max_concurrent = tonumber(tenant[4])
 local total = prompt + reserve
 local daily, monthly = tonumber(tenant[5]), tonumber(tenant[6])
-if max_concurrent > 0 and redis.call('ZCARD', KEYS[9]) >= max_concurrent then
+local running = max_concurrent > 0 and redis.call('ZCARD', KEYS[9]) or 0
+local spent_day = daily > 0 and tonumber(redis.call('HGET', KEYS[10], 'd:' .. day) or '0') or 0
+local spent_month = monthly > 0 and tonumber(redis.call('HGET', KEYS[10], 'm:' .. month) or '0') or 0
+if max_concurrent > 0 and running >= max_concurrent then
   reason, retry_ms = 'concurrency', 1000
-elseif daily > 0 and tonumber(redis.call('HGET', KEYS[10], 'd:' .. day) or '0') + total > daily then
+elseif daily > 0 and spent_day + total > daily then
   reason, retry_ms = 'daily_budget', (today + 1) * 86400000 - now
-elseif monthly > 0 and tonumber(redis.call('HGET', KEYS[10], 'm:' .. month) or '0') + total > monthly then
+elseif monthly > 0 and spent_month + total > monthly then
   -- days to the first of next month: walk forward (at most 31 steps)
   local next_day = today + 1
   while select(2, civil(next_day)) == m do next_day = next_day + 1 end
@@ -89,6 +93,7 @@ if taken then
   redis.call('PEXPIRE', KEYS[9], tonumber(ARGV[5]))
   redis.call('HINCRBY', KEYS[10], 'd:' .. day, total)
   redis.call('HINCRBY', KEYS[10], 'm:' .. month, total)
+  running, spent_day, spent_month = running + 1, spent_day + total, spent_month + total
 end
 local out = {reason, retry_ms, gen, reserve, day, month}
 for k = 1, 3 do
@@ -106,5 +111,10 @@ for k = 1, 3 do
   out[#out + 1] = limit
   out[#out + 1] = remaining
   out[#out + 1] = reset
+end
+-- What is left of the tenant-wide limits (limit 0: none), for the gateway's overlap gate.
+for _, pair in ipairs({{max_concurrent, running}, {daily, spent_day}, {monthly, spent_month}}) do
+  out[#out + 1] = pair[1]
+  out[#out + 1] = pair[1] - pair[2]
 end
 return out

@@ -27,6 +27,8 @@ INPUT_TOKENS = "input_tokens"
 OUTPUT_TOKENS = "output_tokens"
 BUCKETS = (REQUESTS, INPUT_TOKENS, OUTPUT_TOKENS)
 TOO_LARGE = "_too_large"
+# Tenant-wide limits an admission reports what is left of (Admission.headroom).
+HEADROOM = ("concurrency", "daily_tokens", "monthly_tokens")
 
 
 class StoreUnavailable(Exception):
@@ -64,8 +66,12 @@ class AdmitRequest:
     lease_s: float
 
     def reserved_out(self, default_max_tokens: int) -> int:
-        """The output reservation (admit.lua computes the same): max_tokens, or the tenant's default, per completion."""
-        return (default_max_tokens if self.max_tokens is None else self.max_tokens) * self.completions
+        return reservation(self.max_tokens, self.completions, default_max_tokens)
+
+
+def reservation(max_tokens: int | None, completions: int, default_max_tokens: int) -> int:
+    """The output reservation (admit.lua computes the same): max_tokens, or the tenant's default, per completion."""
+    return (default_max_tokens if max_tokens is None else max_tokens) * completions
 
 
 @dataclass
@@ -77,6 +83,8 @@ class Admission:
     day: str = ""
     month: str = ""
     buckets: dict[str, BucketView] = field(default_factory=dict)
+    headroom: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """name in HEADROOM -> (limit, left after this request), for the limits the tenant has."""
     store: "Store | None" = None
     """The store that admitted it; settlement goes back to the same one (Redis, or the fail-open local one)."""
     fallback: bool = False

@@ -89,6 +89,7 @@ class MemoryStore:
         if denied.reason:
             denied.retry_after_s = retry_ms / 1000
             denied.buckets = _views(specs, levels, taken=False)
+            denied.headroom = _headroom(tenant, len(inflight), spent["d:" + day], spent["m:" + month])
             return denied
 
         for (scope, name, limit, need), level in zip(specs, levels):
@@ -98,6 +99,7 @@ class MemoryStore:
         spent["d:" + day] += total
         spent["m:" + month] += total
         denied.buckets = _views(specs, levels, taken=True)
+        denied.headroom = _headroom(tenant, len(inflight), spent["d:" + day], spent["m:" + month])
         return denied  # reason "" = admitted
 
     async def settle(self, s: Settlement) -> None:
@@ -178,3 +180,10 @@ def _views(specs, levels, taken: bool) -> dict[str, BucketView]:
             views[name] = BucketView(min(old.limit, limit), min(old.remaining, view.remaining),
                                      max(old.reset_s, view.reset_s))
     return views
+
+
+def _headroom(tenant, running: int, spent_day: int, spent_month: int) -> dict[str, tuple[int, int]]:
+    """What is left of the tenant-wide limits it has (admit.lua reports the same)."""
+    pairs = zip(base.HEADROOM, (tenant.max_concurrent, tenant.daily_tokens, tenant.monthly_tokens),
+                (running, spent_day, spent_month))
+    return {name: (limit, limit - used) for name, limit, used in pairs if limit > 0}

@@ -135,6 +135,10 @@ class RedisStore:
             limit, remaining, reset_ms = out[6 + 3 * i: 9 + 3 * i] or (0, 0, 0)
             if limit:
                 admission.buckets[name] = BucketView(int(limit), int(remaining), int(reset_ms) / 1000)
+        for i, name in enumerate(base.HEADROOM):
+            limit, left = out[15 + 2 * i: 17 + 2 * i] or (0, 0)
+            if limit:
+                admission.headroom[name] = (int(limit), int(left))
         return admission
 
     async def settle(self, s: Settlement) -> None:

@@ -194,6 +194,18 @@ async def test_every_refusal_reports_the_buckets(h):
     assert over.reason == base.DAILY_BUDGET and over.buckets["requests"].remaining == 60
 
 
+async def test_admissions_report_what_is_left_of_the_tenant_wide_limits(h):
+    """Concurrency and budgets left after the request (the overlap gate's view), only for limits the tenant has."""
+    t, k = await h.tenant(max_concurrent=4, daily_tokens=1000, monthly_tokens=5000)
+    a = await h.admit(t, k, prompt=30, max_tokens=20)
+    assert a.headroom == {"concurrency": (4, 3), "daily_tokens": (1000, 950), "monthly_tokens": (5000, 4950)}
+    await h.settle(t, k, a, actual_in=30, actual_out=10)
+    b = await h.admit(t, k, prompt=30, max_tokens=20)
+    assert b.headroom == {"concurrency": (4, 3), "daily_tokens": (1000, 910), "monthly_tokens": (5000, 4910)}
+    t2, k2 = await h.tenant(rpm=60)
+    assert (await h.admit(t2, k2)).headroom == {}
+
+
 async def test_key_limits_are_tighter(h):
     t, k = await h.tenant(rpm=100)
     key = await h.store.get_key(k)

@@ -1,0 +1,120 @@
+"""Overlapped admission, for real (gateway + Redis + an upstream on loopback): a key far from its limits is sent
+upstream while its admission script runs; a refusal that comes anyway cancels the upstream request and leaks no
+reservation; a key near a limit is admitted first, so a refused request never reaches the upstream."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import redis
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+from starlette.routing import Route
+
+from gateway import overlap
+from tests.gateway.conftest import REDIS_URL, Admin, gateway_config, serve_gateway, wait_until
+from tests.gateway.servers import ThreadServer
+
+
+class SlowUpstream:
+    """Streams 20 tokens 50 ms apart; counts what it received, finished and had cancelled."""
+
+    def __init__(self):
+        self.received = self.finished = self.cancelled = 0
+        self.app = Starlette(routes=[Route("/v1/chat/completions", self.chat, methods=["POST"])])
+
+    async def chat(self, request: Request):
+        body = await request.json()
+        self.received += 1
+        return StreamingResponse(self.stream(body.get("fake_delay_s", 0.05)), media_type="text/event-stream")
+
+    async def stream(self, delay_s: float):
+        try:
+            for _ in range(20):
+                chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "tiny",
+                         "choices": [{"index": 0, "delta": {"content": "tok "}, "finish_reason": None}]}
+                yield f"data: {json.dumps(chunk)}\n\n"
+                await asyncio.sleep(delay_s)
+            usage = {"prompt_tokens": 5, "completion_tokens": 20, "total_tokens": 25}
+            yield f"data: {json.dumps({'id': 'c', 'choices': [], 'usage': usage})}\n\n"
+            yield "data: [DONE]\n\n"
+            self.finished += 1
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+
+
+def chat(url: str, key: str, delay_s: float = 0.0) -> httpx.Response:
+    return httpx.post(url + "/v1/chat/completions", headers={"authorization": f"Bearer {key}"}, timeout=20,
+                      json={"model": "tiny", "stream": True, "max_tokens": 20, "fake_delay_s": delay_s,
+                            "messages": [{"role": "user", "content": "hello there"}]})
+
+
+def metric(gw, name: str) -> float:
+    return getattr(gw.gateway.metrics, name)._value.get()
+
+
+def inflight(gw, tenant: str) -> int:
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        return client.zcard(f"{gw.gateway.config.redis.key_prefix}{{t:{tenant}}}:inflight")
+    finally:
+        client.close()
+
+
+def test_a_key_far_from_its_limits_overlaps_and_is_charged_as_usual(tokenizer_dir, clean_redis, monkeypatch):
+    monkeypatch.setattr(overlap, "MAX_VIEW_AGE_S", 60.0)
+    upstream = SlowUpstream()
+    with ThreadServer(upstream.app) as up, serve_gateway(gateway_config([up.url], tokenizer_dir, REDIS_URL)) as gw:
+        admin = Admin(gw.url)
+        tenant = admin.tenant(rpm=1000, input_tpm=1_000_000, output_tpm=1_000_000)
+        key = admin.key(tenant)
+        answers = [chat(gw.url, key) for _ in range(3)]
+        assert [a.status_code for a in answers] == [200, 200, 200]
+        assert all(a.text.rstrip().endswith("data: [DONE]") for a in answers)
+        assert all("x-ratelimit-remaining-requests" in a.headers for a in answers)
+        assert metric(gw, "overlapped") == 2  # the first request had no view of the key yet: admitted first
+        assert upstream.finished == 3
+        usage = wait_until(lambda: (u := admin.usage(tenant))["requests"] == 3 and u)
+        assert usage["output_tokens"] == 60
+        wait_until(lambda: inflight(gw, tenant) == 0)
+
+
+def test_a_refusal_after_overlapping_cancels_the_upstream_request_and_takes_nothing(tokenizer_dir, clean_redis,
+                                                                                   monkeypatch):
+    monkeypatch.setattr(overlap, "MAX_VIEW_AGE_S", 60.0)  # a slow CI box must not age the view out mid-test
+    upstream = SlowUpstream()
+    with ThreadServer(upstream.app) as up, serve_gateway(gateway_config([up.url], tokenizer_dir, REDIS_URL)) as gw:
+        admin = Admin(gw.url)
+        tenant = admin.tenant(rpm=1000, input_tpm=1_000_000, output_tpm=1_000_000)
+        key = admin.key(tenant)
+        assert chat(gw.url, key).status_code == 200  # the gateway now holds a view with ample headroom
+        key_id = admin.http.get(f"/tenants/{tenant}/keys").json()["data"][0]["key_id"]
+        assert admin.http.post(f"/tenants/{tenant}/keys/{key_id}/revoke").status_code == 200
+        refused = chat(gw.url, key, delay_s=0.5)  # revoked in Redis; the gateway's view does not know yet
+        assert refused.status_code == 401
+        assert refused.json()["error"]["code"] == "invalid_api_key"
+        assert metric(gw, "overlap_refusals") == 1
+        # The upstream got the request (unless the refusal came before it was written) and lost it at once: its
+        # stream was cancelled, not run to the end.
+        if upstream.received == 2:
+            wait_until(lambda: upstream.cancelled == 1)
+        assert upstream.finished == 1
+        wait_until(lambda: inflight(gw, tenant) == 0)
+        assert admin.usage(tenant)["requests"] == 1
+
+
+def test_a_key_near_a_limit_is_admitted_first_so_refused_requests_never_reach_the_upstream(tokenizer_dir,
+                                                                                            clean_redis):
+    upstream = SlowUpstream()
+    with ThreadServer(upstream.app) as up, serve_gateway(gateway_config([up.url], tokenizer_dir, REDIS_URL)) as gw:
+        admin = Admin(gw.url)
+        tenant = admin.tenant(rpm=2, input_tpm=1_000_000, output_tpm=1_000_000)
+        key = admin.key(tenant)
+        statuses = [chat(gw.url, key).status_code for _ in range(3)]
+        assert statuses == [200, 200, 429]
+        assert metric(gw, "overlapped") == 0  # after the first, 1 of 2 requests left: under a quarter after the next
+        assert upstream.received == 2
