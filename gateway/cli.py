@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -11,10 +12,13 @@ from gateway.config import ConfigError, load_config
 
 
 def _app_factory():
-    """uvicorn --workers needs an import string: each worker rebuilds the app from the same config file."""
+    """uvicorn --workers needs an import string: each worker rebuilds the app from the same config file. Each
+    worker is a gateway instance of its own (its own fail-open buckets), so num_instances counts them all."""
     from gateway.app import build_app
 
-    return build_app(load_config(os.environ["SLUICEGATE_GATEWAY_CONFIG"]))
+    config = load_config(os.environ["SLUICEGATE_GATEWAY_CONFIG"])
+    workers = int(os.environ.get("SLUICEGATE_GATEWAY_WORKERS", "1"))
+    return build_app(dataclasses.replace(config, num_instances=config.num_instances * workers))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     common = dict(host=host, port=port, loop="uvloop", http="auto", log_level=args.log_level, access_log=False,
                   proxy_headers=False, server_header=False, timeout_graceful_shutdown=10)
     if args.workers > 1:
+        if config.redis.url is None:
+            print("sluicegate gateway: --workers needs Redis (redis.url or REDIS_URL): without it each worker would "
+                  "keep tenants, keys and buckets of its own", file=sys.stderr)
+            return 2
         os.environ["SLUICEGATE_GATEWAY_CONFIG"] = args.config
+        os.environ["SLUICEGATE_GATEWAY_WORKERS"] = str(args.workers)
         uvicorn.run("gateway.cli:_app_factory", factory=True, workers=args.workers, **common)
         return 0
     from gateway.app import build_app

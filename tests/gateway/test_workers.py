@@ -1,0 +1,61 @@
+"""`sluicegate gateway --workers N`: N processes on one port sharing one Redis; refused without Redis, where each
+worker would hold tenants, keys and buckets of its own."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+
+import openai
+import yaml
+
+from gateway import cli
+from tests.gateway.conftest import PREFIX, REDIS_URL, flush_prefix, gateway_config
+from tests.gateway.servers import free_port
+from tests.gateway.test_concurrency import _wait_ready
+
+KEY = "sk-sg-workers-test"
+
+
+def test_workers_share_one_redis_and_count_as_instances(fake, tokenizer_dir, tmp_path, clean_redis, monkeypatch):
+    prefix = f"{PREFIX}workers-{uuid.uuid4().hex[:6]}:"
+    seed = tmp_path / "tenants.yaml"
+    seed.write_text(yaml.safe_dump({"tenants": [{"id": "w", "rpm": 12, "keys": [{"name": "k", "key": KEY}]}]}))
+    config_path = tmp_path / "gateway.yaml"
+    config_path.write_text(yaml.safe_dump(gateway_config([fake.url], tokenizer_dir, REDIS_URL, prefix=prefix,
+                                                         tenants_seed=str(seed), num_instances=3)))
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "sluicegate.cli", "gateway", "--config", str(config_path),
+                             "--port", str(port), "--workers", "2"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_ready(url, proc)
+        statuses = []
+        for _ in range(15):  # a client (a connection) per request: the kernel hands connections to either worker
+            client = openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0, timeout=30)
+            try:
+                client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}],
+                                               max_tokens=2)
+                statuses.append(200)
+            except openai.RateLimitError:
+                statuses.append(429)
+            finally:
+                client.close()
+        assert statuses == [200] * 12 + [429] * 3  # one rpm bucket across both workers
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        flush_prefix(prefix=prefix)
+    # Each worker is a gateway instance: fail-open local buckets divide each limit by every worker of every gateway.
+    monkeypatch.setenv("SLUICEGATE_GATEWAY_CONFIG", str(config_path))
+    monkeypatch.setenv("SLUICEGATE_GATEWAY_WORKERS", "2")
+    assert cli._app_factory().state.gateway.config.num_instances == 6
+
+
+def test_workers_without_redis_are_refused(tokenizer_dir, tmp_path, capsys):
+    config_path = tmp_path / "gateway.yaml"
+    config_path.write_text(yaml.safe_dump(gateway_config(["http://127.0.0.1:9"], tokenizer_dir)))
+    assert cli.main(["--config", str(config_path), "--workers", "2"]) == 2
+    assert "--workers needs Redis" in capsys.readouterr().err
