@@ -6,9 +6,12 @@ import argparse
 import dataclasses
 import logging
 import os
+import shutil
 import sys
+import tempfile
 
 from gateway.config import ConfigError, load_config
+from gateway.metrics import MULTIPROC_DIR_ENV
 
 
 def _app_factory():
@@ -50,7 +53,13 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         os.environ["SLUICEGATE_GATEWAY_CONFIG"] = args.config
         os.environ["SLUICEGATE_GATEWAY_WORKERS"] = str(args.workers)
-        uvicorn.run("gateway.cli:_app_factory", factory=True, workers=args.workers, **common)
+        # set before the workers start (and import prometheus_client): /metrics then reports every worker
+        metrics_dir = tempfile.mkdtemp(prefix="sluicegate-metrics-")
+        os.environ[MULTIPROC_DIR_ENV] = metrics_dir
+        try:
+            uvicorn.run("gateway.cli:_app_factory", factory=True, workers=args.workers, **common)
+        finally:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
         return 0
     from gateway.app import build_app
 

@@ -1,11 +1,19 @@
 """The gateway's Prometheus metrics (`sluicegate_*`; the router adds its routing metrics to the same registry),
 one registry per app so that several gateways can share a process (tests). Children with fixed labels are cached:
 `labels()` costs microseconds on the hot path.
+
+With `--workers N` the CLI points PROMETHEUS_MULTIPROC_DIR at a directory of its own before the workers start:
+every worker then keeps its values in files there, and /metrics, whichever worker answers it, reports all of
+them (counters and histograms summed; each gauge as its `multiprocess_mode` says).
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+import os
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
+
+MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 _LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
@@ -29,9 +37,10 @@ class GatewayMetrics:
         self.redis_fallbacks = Counter("sluicegate_redis_fallbacks",
                                        "Store calls answered without Redis, by mode (fail_open/fail_closed)",
                                        ["mode", "op"], registry=r)
-        self.redis_up = Gauge("sluicegate_redis_up", "1 while the gateway believes Redis is reachable", registry=r)
+        self.redis_up = Gauge("sluicegate_redis_up", "1 while the gateway believes Redis is reachable", registry=r,
+                              multiprocess_mode="livemin")
         self.settle_pending = Gauge("sluicegate_settlements_pending", "Settlements waiting for Redis to return",
-                                    registry=r)
+                                    registry=r, multiprocess_mode="livesum")
         self.tokenize_seconds = Histogram("sluicegate_tokenize_seconds", "Prompt tokenization time", ["model"],
                                           buckets=(5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 1e-2, 0.1), registry=r)
         self.overlapped = Counter("sluicegate_admissions_overlapped",
@@ -50,4 +59,13 @@ class GatewayMetrics:
         return child
 
     def render(self) -> bytes:
+        if os.environ.get(MULTIPROC_DIR_ENV):
+            workers = CollectorRegistry()
+            multiprocess.MultiProcessCollector(workers)
+            return generate_latest(workers)
         return generate_latest(self.registry)
+
+    def close(self) -> None:
+        """A worker that stops takes its live gauges out of the shared directory."""
+        if os.environ.get(MULTIPROC_DIR_ENV):
+            multiprocess.mark_process_dead(os.getpid())

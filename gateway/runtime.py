@@ -86,6 +86,7 @@ class Gateway:
         await self.router.close()
         await self.upstreams.close()
         await self.store.close()
+        self.metrics.close()
 
     def spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)

@@ -62,12 +62,14 @@ class RoutingMetrics:
             "Requests in flight per replica.",
             ["model", "replica"],
             registry=registry,
+            multiprocess_mode="livesum",  # --workers N: every worker routes its own share
         )
         self.healthy = Gauge(
             "sluicegate_routing_replica_healthy",
             "1 when the replica may take requests (healthy, breaker not open, active).",
             ["model", "replica"],
             registry=registry,
+            multiprocess_mode="livemin",  # --workers N: 1 only while every worker would send it requests
         )
         self.kv_events = Counter(
             "sluicegate_routing_kv_events",

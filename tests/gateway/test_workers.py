@@ -1,5 +1,5 @@
-"""`sluicegate gateway --workers N`: N processes on one port sharing one Redis; refused without Redis, where each
-worker would hold tenants, keys and buckets of its own."""
+"""`sluicegate gateway --workers N`: N processes on one port sharing one Redis and reporting one set of metrics;
+refused without Redis, where each worker would hold tenants, keys and buckets of its own."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import subprocess
 import sys
 import uuid
 
+import httpx
 import openai
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from gateway import cli
 from tests.gateway.conftest import PREFIX, REDIS_URL, flush_prefix, gateway_config
@@ -32,18 +34,24 @@ def test_workers_share_one_redis_and_count_as_instances(fake, tokenizer_dir, tmp
     try:
         url = f"http://127.0.0.1:{port}"
         _wait_ready(url, proc)
-        statuses = []
+        statuses, workers = [], set()
         for _ in range(15):  # a client (a connection) per request: the kernel hands connections to either worker
             client = openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0, timeout=30)
             try:
-                client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}],
-                                               max_tokens=2)
+                raw = client.chat.completions.with_raw_response.create(
+                    model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=2)
+                workers.add(raw.headers["x-request-id"].rsplit("-", 1)[0])  # req-<worker>-<n>
                 statuses.append(200)
             except openai.RateLimitError:
                 statuses.append(429)
             finally:
                 client.close()
         assert statuses == [200] * 12 + [429] * 3  # one rpm bucket across both workers
+        assert len(workers) == 2  # both served (12 connections all to one worker: ~1 in 2,000)
+        # /metrics reports both workers, whichever of them answers the scrape
+        for _ in range(4):
+            answered = _requests_by_status(httpx.get(url + "/metrics", timeout=5).text)
+            assert answered.get("200") == 12 and answered.get("429") == 3, answered
     finally:
         proc.terminate()
         proc.wait(timeout=20)
@@ -52,6 +60,17 @@ def test_workers_share_one_redis_and_count_as_instances(fake, tokenizer_dir, tmp
     monkeypatch.setenv("SLUICEGATE_GATEWAY_CONFIG", str(config_path))
     monkeypatch.setenv("SLUICEGATE_GATEWAY_WORKERS", "2")
     assert cli._app_factory().state.gateway.config.num_instances == 6
+
+
+def _requests_by_status(text: str) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name == "sluicegate_requests":
+            for sample in family.samples:
+                if sample.name == "sluicegate_requests_total":
+                    status = sample.labels["status"]
+                    totals[status] = totals.get(status, 0) + sample.value
+    return totals
 
 
 def test_workers_without_redis_are_refused(tokenizer_dir, tmp_path, capsys):
