@@ -44,7 +44,7 @@ class OverlapGate:
             return False
         total = prompt_tokens + reserved_out
         needs = {base.REQUESTS: 1, base.INPUT_TOKENS: prompt_tokens, base.OUTPUT_TOKENS: reserved_out,
-                 "concurrency": 1, "daily_tokens": total, "monthly_tokens": total}
+                 "concurrency": 1, "daily_tokens": total, "monthly_tokens": total}  # the names of base.HEADROOM
         for name, (limit, free) in left.items():
             if free - needs[name] < limit * MIN_FREE_FRACTION:
                 return False
