@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from gateway.asgi import header, read_body
 from gateway.config import ModelConfig
 from gateway.errors import ApiError, model_not_allowed, retry_after, unknown_model
+from gateway.overlap import Needs
 from gateway.parse import CHAT, ParsedRequest, parse_chat, parse_completion, parse_json
 from gateway.prompts import Prompt, measure
 from gateway.ratelimit_headers import ratelimit_headers
@@ -42,6 +43,8 @@ class Ticket:
     """The output reservation as this gateway computes it (the store's own answer is admission.reserved_out)."""
     prompt: Prompt | None = None
     """Set by `tokenize`."""
+    overlap_needs: Needs | None = None
+    """What the overlap gate took for this request when it is sent before its admission answers."""
     admission: Admission | None = None
     """Set when the store admitted the request; None before and after a refusal."""
     headers: list[tuple[bytes, bytes]] = field(default_factory=list)
@@ -81,15 +84,20 @@ async def decide(gw, a: Ticket) -> None:
     """Step 5: the admission script. Sets a.admission and a.headers, or raises the refusal as an ApiError."""
     request = AdmitRequest(a.tenant.id, a.key.digest, a.parsed.model, a.prompt.prompt_tokens, a.parsed.max_tokens,
                            a.parsed.completions, a.request_id, gw.config.request_lease_s)
-    with stage("admission"):
-        admission = await gw.store.admit(request, a.tenant, a.key)
-    gw.overlap.observe(a.key.digest, admission)
+    try:
+        with stage("admission"):
+            admission = await gw.store.admit(request, a.tenant, a.key)
+    except BaseException:
+        gw.overlap.answered(a.tenant.id, a.key.digest, a.overlap_needs, None)
+        raise
+    gw.overlap.answered(a.tenant.id, a.key.digest, a.overlap_needs, admission)
     # A local fallback admission carries the local copy's own generation counter, not Redis': nothing to refresh
     # from while Redis is down, and the cached tenant is the freshest copy there is.
     if admission.reason != base.UNAUTHORIZED and not admission.fallback and admission.tenant_gen != a.tenant.gen:
         try:
             a.tenant = await gw.auth.refresh_tenant(a.tenant.id)
         except BaseException:
+            gw.overlap.forget(a.tenant.id, a.key.digest)
             if admission.ok:  # the store took the reservation: give it back, or it leaks until the lease ends
                 gw.spawn(gw.store.settle(_nothing_used(request, admission, a.lease_end_ms), admission.store))
             raise

@@ -51,14 +51,20 @@ def main(argv: list[str] | None = None) -> int:
             print("sluicegate gateway: --workers needs Redis (redis.url or REDIS_URL): without it each worker would "
                   "keep tenants, keys and buckets of its own", file=sys.stderr)
             return 2
-        os.environ["SLUICEGATE_GATEWAY_CONFIG"] = args.config
-        os.environ["SLUICEGATE_GATEWAY_WORKERS"] = str(args.workers)
         # set before the workers start (and import prometheus_client): /metrics then reports every worker
         metrics_dir = tempfile.mkdtemp(prefix="sluicegate-metrics-")
-        os.environ[MULTIPROC_DIR_ENV] = metrics_dir
+        settings = {"SLUICEGATE_GATEWAY_CONFIG": args.config, "SLUICEGATE_GATEWAY_WORKERS": str(args.workers),
+                    MULTIPROC_DIR_ENV: metrics_dir}
+        before = {name: os.environ.get(name) for name in settings}
+        os.environ.update(settings)
         try:
             uvicorn.run("gateway.cli:_app_factory", factory=True, workers=args.workers, **common)
-        finally:
+        finally:  # a gateway built later in this process must not find a deleted metrics directory
+            for name, value in before.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
             shutil.rmtree(metrics_dir, ignore_errors=True)
         return 0
     from gateway.app import build_app

@@ -9,6 +9,7 @@ them (counters and histograms summed; each gauge as its `multiprocess_mode` says
 
 from __future__ import annotations
 
+import glob
 import os
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
@@ -59,7 +60,9 @@ class GatewayMetrics:
         return child
 
     def render(self) -> bytes:
-        if os.environ.get(MULTIPROC_DIR_ENV):
+        directory = os.environ.get(MULTIPROC_DIR_ENV)
+        if directory:
+            _forget_dead_workers(directory)
             workers = CollectorRegistry()
             multiprocess.MultiProcessCollector(workers)
             return generate_latest(workers)
@@ -69,3 +72,16 @@ class GatewayMetrics:
         """A worker that stops takes its live gauges out of the shared directory."""
         if os.environ.get(MULTIPROC_DIR_ENV):
             multiprocess.mark_process_dead(os.getpid())
+
+
+def _forget_dead_workers(directory: str) -> None:
+    """uvicorn replaces a worker that crashed or hung, and that worker never ran `close`: drop its live gauges
+    (gauge_live<mode>_<pid>.db) or its in-flight count and its Redis verdict would stay in the totals."""
+    for path in glob.glob(os.path.join(directory, "gauge_live*_*.db")):
+        pid = int(path.rsplit("_", 1)[1][:-3])
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            multiprocess.mark_process_dead(pid, directory)
+        except PermissionError:  # alive, someone else's
+            pass

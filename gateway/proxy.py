@@ -98,21 +98,30 @@ class CompletionsEndpoint:
         the request was admitted first."""
         gw = self._gw
         await tokenize(gw, a)
-        if not gw.overlap.allows(a.key.digest, a.prompt.prompt_tokens, a.reserved_out):
+        a.overlap_needs = gw.overlap.allows(a.tenant.id, a.key.digest, a.prompt.prompt_tokens, a.reserved_out)
+        if a.overlap_needs is None:
             await decide(gw, a)
             return None
+        tenant = a.tenant
         opening = asyncio.get_running_loop().create_task(self._open(a, flight, scope))
         try:
             await decide(gw, a)
         except BaseException as exc:
-            opening.cancel()
-            await asyncio.wait([opening])  # let it unwind (route chosen, connection closed) before _finish reads it
-            if not opening.cancelled():
-                opening.exception()  # retrieved: the refusal is what the client hears
-            flight.outcome = NOT_ADMITTED
+            await _abandon(opening, flight)
             if isinstance(exc, ApiError):
                 gw.metrics.overlap_refusals.inc()
             raise
+        if a.tenant is not tenant:
+            # An admin changed the tenant: what was sent used the old copy (its cache salt, its prefix hashes).
+            await _abandon(opening, flight)
+            if flight.response is not None:
+                flight.response.close()
+                flight.response = None
+            if flight.route is not None:
+                gw.router.release(flight.route, NOT_ADMITTED)
+                flight.route = None
+            flight.outcome = ERROR_BEFORE_FIRST_BYTE
+            return None
         gw.metrics.overlapped.inc()
         return opening
 
@@ -148,8 +157,7 @@ class CompletionsEndpoint:
         finally:
             watcher.cancel()
             if opening is not None and not opening.done():  # the client left while it was still opening
-                opening.cancel()
-                await asyncio.wait([opening])
+                await _cancel(opening)
 
     async def _open(self, a: Ticket, flight: Flight, scope) -> None:
         """Route and send; on a failure before the first byte, retry once on another replica (router contract)."""
@@ -309,6 +317,23 @@ class CompletionsEndpoint:
         if tokenizer is None:
             return estimate_tokens(text)
         return tokenizer.count(text)
+
+
+async def _abandon(opening: asyncio.Task, flight: Flight) -> None:
+    """Cancel an overlapped upstream request the admission did not let through."""
+    flight.outcome = NOT_ADMITTED  # first: however the wait below ends, the replica is not blamed
+    await _cancel(opening)
+
+
+async def _cancel(opening: asyncio.Task) -> None:
+    """Cancel the opening task and wait for it to unwind (route chosen, connection closed), so that whoever reads
+    the flight next sees its final state; its failure, if it had one, is not what the client hears."""
+    opening.cancel()
+    try:
+        await asyncio.wait([opening])
+    finally:
+        if opening.done() and not opening.cancelled():
+            opening.exception()
 
 
 MAX_USAGE_TOKENS = 2**31 - 1

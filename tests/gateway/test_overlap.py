@@ -118,3 +118,27 @@ def test_a_key_near_a_limit_is_admitted_first_so_refused_requests_never_reach_th
         assert statuses == [200, 200, 429]
         assert metric(gw, "overlapped") == 0  # after the first, 1 of 2 requests left: under a quarter after the next
         assert upstream.received == 2
+
+
+def test_a_tenant_changed_by_the_admin_is_sent_again_with_its_new_settings(fake, tokenizer_dir, clean_redis,
+                                                                          monkeypatch):
+    """The overlapped request left with the gateway's old copy of the tenant; the admission answer says the tenant
+    changed (isolate_cache now on), so that request is cancelled and sent again with the new cache salt."""
+    monkeypatch.setattr(overlap, "MAX_VIEW_AGE_S", 60.0)
+    with serve_gateway(gateway_config([fake.url], tokenizer_dir, REDIS_URL)) as gw:
+        admin = Admin(gw.url)
+        tenant = admin.tenant(rpm=1000, input_tpm=1_000_000, output_tpm=1_000_000)
+        key = admin.key(tenant)
+
+        def send() -> dict:
+            answer = httpx.post(gw.url + "/v1/chat/completions", headers={"authorization": f"Bearer {key}"},
+                                timeout=20, json={"model": "tiny", "max_tokens": 2,
+                                                  "messages": [{"role": "user", "content": "hi"}]})
+            assert answer.status_code == 200, answer.text
+            return fake.received[-1]
+
+        assert "cache_salt" not in send()
+        assert admin.http.patch(f"/tenants/{tenant}", json={"isolate_cache": True}).status_code == 200
+        assert send().get("cache_salt") == tenant
+        assert metric(gw, "overlapped") == 0  # the stale overlap was abandoned, not counted as overlapped
+        wait_until(lambda: admin.usage(tenant)["requests"] == 2)

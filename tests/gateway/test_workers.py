@@ -3,16 +3,18 @@ refused without Redis, where each worker would hold tenants, keys and buckets of
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import httpx
 import openai
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway import cli
+from gateway import cli, metrics
 from tests.gateway.conftest import PREFIX, REDIS_URL, flush_prefix, gateway_config
 from tests.gateway.servers import free_port
 from tests.gateway.test_concurrency import _wait_ready
@@ -78,3 +80,28 @@ def test_workers_without_redis_are_refused(tokenizer_dir, tmp_path, capsys):
     config_path.write_text(yaml.safe_dump(gateway_config(["http://127.0.0.1:9"], tokenizer_dir)))
     assert cli.main(["--config", str(config_path), "--workers", "2"]) == 2
     assert "--workers needs Redis" in capsys.readouterr().err
+
+
+def test_a_workers_run_leaves_the_environment_as_it_found_it(tmp_path, monkeypatch):
+    """A gateway built later in the same process must not find the run's (deleted) metrics directory."""
+    import uvicorn
+
+    config_path = tmp_path / "gateway.yaml"
+    config_path.write_text(yaml.safe_dump(gateway_config(["http://127.0.0.1:9"], None, REDIS_URL)))
+    seen = {}
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: seen.update(os.environ))
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    assert cli.main(["--config", str(config_path), "--workers", "2"]) == 0
+    assert seen["SLUICEGATE_GATEWAY_WORKERS"] == "2" and seen["PROMETHEUS_MULTIPROC_DIR"]
+    assert "PROMETHEUS_MULTIPROC_DIR" not in os.environ and "SLUICEGATE_GATEWAY_WORKERS" not in os.environ
+    assert not Path(seen["PROMETHEUS_MULTIPROC_DIR"]).exists()
+
+
+def test_a_dead_workers_live_gauges_leave_the_totals(tmp_path):
+    """uvicorn replaces a crashed worker without running its shutdown: the scrape drops that worker's live gauges."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    for pid in (dead.pid, os.getpid()):
+        (tmp_path / f"gauge_livesum_{pid}.db").write_bytes(b"")
+    metrics._forget_dead_workers(str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"gauge_livesum_{os.getpid()}.db"]
