@@ -114,13 +114,8 @@ class CompletionsEndpoint:
         if a.tenant is not tenant:
             # An admin changed the tenant: what was sent used the old copy (its cache salt, its prefix hashes).
             await _abandon(opening, flight)
-            if flight.response is not None:
-                flight.response.close()
-                flight.response = None
-            if flight.route is not None:
-                gw.router.release(flight.route, NOT_ADMITTED)
-                flight.route = None
-            flight.outcome = ERROR_BEFORE_FIRST_BYTE
+            self._let_go(flight)
+            flight.outcome = ERROR_BEFORE_FIRST_BYTE  # a fresh attempt follows
             return None
         gw.metrics.overlapped.inc()
         return opening
@@ -279,15 +274,21 @@ class CompletionsEndpoint:
         gw = self._gw
         if a.admission is not None:
             gw.spawn(self._settle(a, flight))  # first: nothing below may keep the reservation from being settled
+        self._let_go(flight)
+        if a.admission is not None:  # a refusal was counted when it was answered
+            gw.count_request(a.tenant.id, a.parsed.model, flight.status or 500)
+
+    def _let_go(self, flight: Flight) -> None:
+        """The upstream attempt is over: its connection goes back to the pool or is closed, its route is released."""
         if flight.response is not None:
             if flight.outcome == OK and not flight.cut:
                 flight.response.release()  # read to the end: the connection goes back to the pool
             else:
                 flight.response.close()  # cut or refused: closing the connection cancels the upstream's work
+            flight.response = None
         if flight.route is not None:
-            gw.router.release(flight.route, flight.outcome)
-        if a.admission is not None:  # a refusal was counted when it was answered
-            gw.count_request(a.tenant.id, a.parsed.model, flight.status or 500)
+            self._gw.router.release(flight.route, flight.outcome)
+            flight.route = None
 
     async def _settle(self, a: Ticket, flight: Flight) -> None:
         gw = self._gw

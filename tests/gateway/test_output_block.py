@@ -3,52 +3,18 @@ tenant is charged the prompt and what was generated up to the block, not the who
 
 from __future__ import annotations
 
-import asyncio
-import json
-
 import httpx
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import StreamingResponse
-from starlette.routing import Route
 
 from tests.gateway.conftest import Admin, gateway_config, serve_gateway, wait_until
 from tests.gateway.servers import ThreadServer
+from tests.gateway.slow_upstream import SlowUpstream
 
 GUARDRAILS = {"engine": {}, "policies": {"strict": {"output_pii_action": "block"}}}
 PIECES = ["Write to ", "li.chen@example.com", " now."] + ["word "] * 40
 
 
-class SlowUpstream:
-    """Streams one piece every 20 ms and records whether it ran to the end or was cut."""
-
-    def __init__(self):
-        self.finished = 0
-        self.cancelled = 0
-        self.app = Starlette(routes=[Route("/v1/chat/completions", self.chat, methods=["POST"])])
-
-    async def chat(self, request: Request):
-        await request.json()
-        return StreamingResponse(self.stream(), media_type="text/event-stream")
-
-    async def stream(self):
-        try:
-            for piece in PIECES:
-                chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "tiny",
-                         "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
-                yield f"data: {json.dumps(chunk)}\n\n"
-                await asyncio.sleep(0.02)
-            usage = {"prompt_tokens": 5, "completion_tokens": len(PIECES), "total_tokens": 5 + len(PIECES)}
-            yield f"data: {json.dumps({'id': 'c', 'choices': [], 'usage': usage})}\n\n"
-            yield "data: [DONE]\n\n"
-            self.finished += 1
-        except asyncio.CancelledError:
-            self.cancelled += 1
-            raise
-
-
 def test_output_block_cuts_the_upstream_and_charges_only_what_was_generated():
-    upstream = SlowUpstream()
+    upstream = SlowUpstream(PIECES, delay_s=0.02)
     with ThreadServer(upstream.app) as server, \
             serve_gateway(gateway_config([server.url], None, guardrails=GUARDRAILS)) as gw:
         admin = Admin(gw.url)

@@ -4,47 +4,13 @@ reservation; a key near a limit is admitted first, so a refused request never re
 
 from __future__ import annotations
 
-import asyncio
-import json
-
 import httpx
 import redis
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import StreamingResponse
-from starlette.routing import Route
 
 from gateway import overlap
 from tests.gateway.conftest import REDIS_URL, Admin, gateway_config, serve_gateway, wait_until
 from tests.gateway.servers import ThreadServer
-
-
-class SlowUpstream:
-    """Streams 20 tokens 50 ms apart; counts what it received, finished and had cancelled."""
-
-    def __init__(self):
-        self.received = self.finished = self.cancelled = 0
-        self.app = Starlette(routes=[Route("/v1/chat/completions", self.chat, methods=["POST"])])
-
-    async def chat(self, request: Request):
-        body = await request.json()
-        self.received += 1
-        return StreamingResponse(self.stream(body.get("fake_delay_s", 0.05)), media_type="text/event-stream")
-
-    async def stream(self, delay_s: float):
-        try:
-            for _ in range(20):
-                chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "tiny",
-                         "choices": [{"index": 0, "delta": {"content": "tok "}, "finish_reason": None}]}
-                yield f"data: {json.dumps(chunk)}\n\n"
-                await asyncio.sleep(delay_s)
-            usage = {"prompt_tokens": 5, "completion_tokens": 20, "total_tokens": 25}
-            yield f"data: {json.dumps({'id': 'c', 'choices': [], 'usage': usage})}\n\n"
-            yield "data: [DONE]\n\n"
-            self.finished += 1
-        except asyncio.CancelledError:
-            self.cancelled += 1
-            raise
+from tests.gateway.slow_upstream import SlowUpstream
 
 
 def chat(url: str, key: str, delay_s: float = 0.0) -> httpx.Response:
@@ -67,7 +33,7 @@ def inflight(gw, tenant: str) -> int:
 
 def test_a_key_far_from_its_limits_overlaps_and_is_charged_as_usual(tokenizer_dir, clean_redis, monkeypatch):
     monkeypatch.setattr(overlap, "MAX_VIEW_AGE_S", 60.0)
-    upstream = SlowUpstream()
+    upstream = SlowUpstream(["tok "] * 20, delay_s=0.05)
     with ThreadServer(upstream.app) as up, serve_gateway(gateway_config([up.url], tokenizer_dir, REDIS_URL)) as gw:
         admin = Admin(gw.url)
         tenant = admin.tenant(rpm=1000, input_tpm=1_000_000, output_tpm=1_000_000)
@@ -86,7 +52,7 @@ def test_a_key_far_from_its_limits_overlaps_and_is_charged_as_usual(tokenizer_di
 def test_a_refusal_after_overlapping_cancels_the_upstream_request_and_takes_nothing(tokenizer_dir, clean_redis,
                                                                                    monkeypatch):
     monkeypatch.setattr(overlap, "MAX_VIEW_AGE_S", 60.0)  # a slow CI box must not age the view out mid-test
-    upstream = SlowUpstream()
+    upstream = SlowUpstream(["tok "] * 20, delay_s=0.05)
     with ThreadServer(upstream.app) as up, serve_gateway(gateway_config([up.url], tokenizer_dir, REDIS_URL)) as gw:
         admin = Admin(gw.url)
         tenant = admin.tenant(rpm=1000, input_tpm=1_000_000, output_tpm=1_000_000)
@@ -109,7 +75,7 @@ def test_a_refusal_after_overlapping_cancels_the_upstream_request_and_takes_noth
 
 def test_a_key_near_a_limit_is_admitted_first_so_refused_requests_never_reach_the_upstream(tokenizer_dir,
                                                                                             clean_redis):
-    upstream = SlowUpstream()
+    upstream = SlowUpstream(["tok "] * 20, delay_s=0.05)
     with ThreadServer(upstream.app) as up, serve_gateway(gateway_config([up.url], tokenizer_dir, REDIS_URL)) as gw:
         admin = Admin(gw.url)
         tenant = admin.tenant(rpm=2, input_tpm=1_000_000, output_tpm=1_000_000)
