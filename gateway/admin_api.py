@@ -30,6 +30,7 @@ from gateway.errors import ApiError, invalid_request, unavailable
 from gateway.store.base import StoreUnavailable
 from gateway.store.clock import periods
 from gateway.tenants import (
+    MAX_UNIX_S,
     ApiKey,
     Tenant,
     apply_key_fields,
@@ -55,10 +56,14 @@ def admin_routes(gw) -> list[Route]:
             given = request.headers.get("authorization", "")
             if not token:
                 return _error(ApiError(404, "The admin API is disabled (no admin token configured).", code="disabled"))
-            if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            scheme, _, given_token = given.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(given_token.strip().encode(), token.encode()):
                 return _error(ApiError(401, "Invalid admin token.", code="invalid_admin_token"))
             try:
-                return await handler(request, gw.store)
+                response = await handler(request, gw.store)
+                if request.method != "GET" and "tenant" in request.path_params:
+                    gw.admin_changed(request.path_params["tenant"])
+                return response
             except ApiError as error:
                 return _error(error)
             except StoreUnavailable:
@@ -144,8 +149,9 @@ async def delete_tenant(request: Request, store) -> Response:
 def _expiry(body: dict) -> dict:
     ttl_s = body.pop("ttl_s", None)
     if ttl_s is not None:
-        if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or ttl_s <= 0:
-            raise invalid_request(f"ttl_s must be a positive number of seconds, got {ttl_s!r}", param="ttl_s")
+        if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or not 0 < ttl_s <= MAX_UNIX_S / 2:
+            raise invalid_request(f"ttl_s must be a positive number of seconds up to {MAX_UNIX_S / 2:.0f}, got "
+                                  f"{ttl_s!r}", param="ttl_s")
         body["expires_at"] = time.time() + ttl_s
     return body
 
@@ -183,9 +189,12 @@ async def revoke_key(request: Request, store) -> Response:
 
 async def rotate_key(request: Request, store) -> Response:
     old = await _key(request, store)
+    if old.revoked:  # a replacement would hand the access the revocation took away back
+        raise ApiError(409, f"Key {old.key_id!r} is revoked; issue a new key instead.", code="key_revoked",
+                       param="key_id")
     body = await _json(request)
     grace_s = body.get("grace_s", 0)
-    if isinstance(grace_s, bool) or not isinstance(grace_s, (int, float)) or grace_s < 0:
+    if isinstance(grace_s, bool) or not isinstance(grace_s, (int, float)) or not 0 <= grace_s <= MAX_UNIX_S / 2:
         raise invalid_request(f"grace_s must be a non-negative number, got {grace_s!r}", param="grace_s")
     if grace_s:
         old.expires_at = min(old.expires_at or float("inf"), time.time() + grace_s)

@@ -15,12 +15,14 @@ import argparse
 import json
 import os
 import sys
+from urllib.parse import quote, unquote
 
 import httpx
 
 LIST_FIELDS = {"models"}
 BOOL_FIELDS = {"isolate_cache"}
 STRING_FIELDS = {"guardrails", "name"}
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 def _fields(pairs: list[str]) -> dict:
@@ -32,7 +34,9 @@ def _fields(pairs: list[str]) -> dict:
         if name in LIST_FIELDS:
             out[name] = [v for v in value.split(",") if v]
         elif name in BOOL_FIELDS:
-            out[name] = value.lower() in ("1", "true", "yes", "on")
+            if value.lower() not in _TRUE + _FALSE:
+                raise SystemExit(f"--set {name} wants true or false, got {value!r}")
+            out[name] = value.lower() in _TRUE
         elif name in STRING_FIELDS:
             out[name] = value
         else:
@@ -80,12 +84,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _request(args) -> tuple[str, str, dict | None]:
+    for name in ("tenant", "key_id"):  # path segments: a name with '/' or '?' must not change the path
+        if hasattr(args, name):
+            setattr(args, name, quote(getattr(args, name), safe=""))
     if args.group == "tenants":
         path = "/tenants" if args.action in ("list", "create") else f"/tenants/{args.tenant}"
         if args.action == "list":
             return "GET", path, None
         if args.action == "create":
-            return "POST", path, {"id": args.tenant, **_fields(args.set)}
+            return "POST", path, {"id": unquote(args.tenant), **_fields(args.set)}
         if args.action == "update":
             return "PATCH", path, _fields(args.set)
         return ("GET" if args.action == "get" else "DELETE"), path, None
@@ -93,7 +100,7 @@ def _request(args) -> tuple[str, str, dict | None]:
         path = f"/tenants/{args.tenant}/keys"
         if args.action == "create":
             body = {"name": args.name, **_fields(args.set)}
-            if args.ttl_s:
+            if args.ttl_s is not None:  # the API refuses 0 and negatives: never turn them into "no expiry"
                 body["ttl_s"] = args.ttl_s
             return "POST", path, body
         if args.action == "list":
@@ -120,8 +127,9 @@ def main(argv: list[str] | None = None) -> int:
         payload = response.json()
     except ValueError:
         payload = {"error": {"message": response.text}}
-    if response.status_code >= 400:
-        print(f"sluicegate admin: HTTP {response.status_code}: {payload.get('error', {}).get('message')}",
+    if not response.is_success:  # a redirect too: the admin API never redirects, so the URL is wrong
+        message = payload.get("error", {}).get("message") if isinstance(payload, dict) else None
+        print(f"sluicegate admin: HTTP {response.status_code}: {message or response.text or 'no message'}",
               file=sys.stderr)
         return 1
     print(json.dumps(payload, indent=2))

@@ -2,9 +2,9 @@
 (`tokenize`) and admission (`decide`).
 
 Everything before the admission script is in-process; the script is the request's one Redis round trip before
-routing (which the proxy may overlap with the upstream request: gateway/overlap.py). A tenant whose request bucket
-was found empty is refused locally until it refills (the "cheap pre-check", per key), so an over-limit key costs
-neither tokenization nor Redis.
+routing (which the proxy may overlap with the upstream request: gateway/overlap.py). A key whose request bucket was
+found empty is refused locally for up to PRECHECK_MAX_S (the "cheap pre-check"), so an over-limit key costs neither
+tokenization nor more than one Redis call a second.
 """
 
 from __future__ import annotations
@@ -25,6 +25,11 @@ from gateway.store import base
 from gateway.store.base import Admission, AdmitRequest, reservation
 from gateway.tenants import ApiKey, Tenant
 
+PRECHECK_MAX_S = 1.0
+"""A local refusal stands at most this long before the store is asked again, so an admin change made through
+another gateway instance (a raised limit) shows within it; the instance that took the change drops it at once."""
+MAX_DENIED_KEYS = 100_000
+
 
 @dataclass
 class Ticket:
@@ -37,6 +42,9 @@ class Ticket:
     key: ApiKey
     tenant: Tenant
     request_id: str
+    """The gateway's unique id for this request (the store's in-flight entry, the replica's x-request-id)."""
+    shown_request_id: bytes
+    """The x-request-id the client sees: its own when it sent a usable one, else request_id."""
     lease_end_ms: int
     """Wall-clock ms at which the in-flight lease ends: lets a replayed settlement tell it already ran."""
     reserved_out: int
@@ -51,7 +59,7 @@ class Ticket:
     settled: bool = False
 
 
-async def prepare(gw, kind: str, scope, receive) -> Ticket:
+async def prepare(gw, kind: str, scope, receive, request_id: str, shown_request_id: bytes) -> Ticket:
     """Steps 1-3: auth, the cheap pre-check and the input guardrails, all in-process."""
     with stage("auth"):
         key, tenant = await gw.auth.authenticate(header(scope, b"authorization"))
@@ -67,7 +75,7 @@ async def prepare(gw, kind: str, scope, receive) -> Ticket:
     _precheck(gw, key, tenant)
     with stage("guardrails.input"):
         parsed.body = await gw.hooks.check_input(tenant, kind, parsed.body)
-    return Ticket(parsed, raw, model, key, tenant, gw.next_request_id(),
+    return Ticket(parsed, raw, model, key, tenant, request_id, shown_request_id,
                   int((time.time() + gw.config.request_lease_s) * 1000),
                   reservation(parsed.max_tokens, parsed.completions, tenant.default_max_tokens))
 
@@ -108,7 +116,7 @@ async def decide(gw, a: Ticket) -> None:
         error = rejection(admission, request.model, request.prompt_tokens)
         error.headers.update(text_headers)
         raise error
-    headers.append((b"x-request-id", request.request_id.encode()))
+    headers.append((b"x-request-id", a.shown_request_id))
     a.admission, a.headers = admission, headers
 
 
@@ -122,11 +130,12 @@ def _precheck(gw, key: ApiKey, tenant: Tenant) -> None:
     denied = gw.denied_until.get(key.digest)
     if denied is None:
         return
-    until, headers = denied
-    wait_s = until - time.monotonic()
-    if wait_s <= 0:
+    recheck_at, until, _, headers = denied
+    now = time.monotonic()
+    if now >= recheck_at:
         del gw.denied_until[key.digest]
         return
+    wait_s = until - now
     gw.metrics.child(gw.metrics.rejections, tenant.id, base.REQUESTS).inc()
     # The buckets as the store last reported them: the request bucket is still empty until `until`.
     raise ApiError(429, f"Rate limit reached for requests per minute (rpm). Please try again in {wait_s:.3g}s.",
@@ -138,4 +147,8 @@ def _refused(gw, key: ApiKey, tenant: Tenant, admission: Admission, headers: dic
     if admission.reason == base.UNAUTHORIZED:
         gw.auth.forget_key(key.digest)
     elif admission.reason == base.REQUESTS and not admission.fallback:  # Redis may be back any moment
-        gw.denied_until[key.digest] = (time.monotonic() + admission.retry_after_s, headers)
+        if len(gw.denied_until) >= MAX_DENIED_KEYS:  # keys that never come back would pile up
+            gw.denied_until.clear()
+        now = time.monotonic()
+        gw.denied_until[key.digest] = (now + min(admission.retry_after_s, PRECHECK_MAX_S),
+                                       now + admission.retry_after_s, tenant.id, headers)

@@ -15,7 +15,7 @@ from starlette.routing import Mount, Route
 from gateway.admin_api import admin_routes
 from gateway.asgi import send_error
 from gateway.config import GatewayConfig
-from gateway.errors import ApiError
+from gateway.errors import ApiError, unknown_model
 from gateway.hooks import RequestHooks
 from gateway.parse import CHAT, COMPLETIONS
 from gateway.proxy import CompletionsEndpoint
@@ -54,23 +54,38 @@ class _FastPaths:
                 pass
 
 
+def _model(name: str) -> dict:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "sluicegate"}
+
+
 def build_app(config: GatewayConfig, hooks: RequestHooks | None = None,
               router: Router | None = None) -> TracingMiddleware:
     gw = Gateway(config, hooks, router)
 
+    async def allowed_models(request: Request) -> list[str]:
+        key, _ = await gw.auth.authenticate(request.headers.get("authorization", "").encode("latin-1"))
+        tenant = await gw.auth.refresh_tenant(key.tenant_id)  # not the hot path: always the current list
+        return [m for m in gw.router.models() if tenant.allows(m)]
+
     async def models(request: Request) -> Response:
         try:
-            key, _ = await gw.auth.authenticate(request.headers.get("authorization", "").encode("latin-1"))
-            tenant = await gw.auth.refresh_tenant(key.tenant_id)  # not the hot path: always the current list
+            names = await allowed_models(request)
         except ApiError as error:
             return _error(error)
-        names = [m for m in gw.router.models() if tenant.allows(m)]
-        return JSONResponse({"object": "list", "data": [
-            {"id": m, "object": "model", "created": 0, "owned_by": "sluicegate"} for m in names]})
+        return JSONResponse({"object": "list", "data": [_model(m) for m in names]})
+
+    async def model(request: Request) -> Response:
+        name = request.path_params["model"]
+        try:
+            if name not in await allowed_models(request):  # one the tenant may not use is as unknown as OpenAI's
+                raise unknown_model(name)
+        except ApiError as error:
+            return _error(error)
+        return JSONResponse(_model(name))
 
     async def health(request: Request) -> Response:
-        redis_up = getattr(gw.store, "redis_up", True)
-        return JSONResponse({"status": "ok", "redis": "up" if redis_up else "down"})
+        redis_up = gw.store.redis_up  # None: the in-process store, no Redis configured
+        return JSONResponse({"status": "ok", "redis": "none" if redis_up is None else "up" if redis_up else "down"})
 
     async def metrics(request: Request) -> Response:
         return Response(gw.metrics.render(), media_type="text/plain; version=0.0.4")
@@ -97,6 +112,7 @@ def build_app(config: GatewayConfig, hooks: RequestHooks | None = None,
         routes=[
             *(Route(path, endpoint) for path, endpoint in completions.items()),
             Route("/v1/models", models, methods=["GET"]),
+            Route("/v1/models/{model:path}", model, methods=["GET"]),  # names may hold '/' (org/model)
             Route("/health", health, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
             Mount("/admin/v1", routes=admin_routes(gw)),

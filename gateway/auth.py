@@ -15,28 +15,36 @@ from gateway.store.base import StoreUnavailable
 from gateway.tenants import ApiKey, Tenant, digest_key
 
 MAX_CACHED_KEYS = 100_000
+DEAD_KEY_RECHECK_S = 1.0
+"""A key cached as revoked or expired is looked up again after this long: an admin may have extended it (through
+another gateway instance; the instance that took the change forgets the key at once)."""
 
 
 class AuthCache:
     def __init__(self, store):
         self._store = store
-        self._keys: dict[str, ApiKey] = {}  # digest -> key record
+        self._keys: dict[str, tuple[ApiKey, float]] = {}  # digest -> (key record, monotonic s it was fetched)
         self._tenants: dict[str, Tenant] = {}
 
     async def authenticate(self, authorization: bytes | None) -> tuple[ApiKey, Tenant]:
         if not authorization or not authorization[:7].lower() == b"bearer ":
             raise unauthorized("Missing bearer API key (Authorization: Bearer <key>).")
         digest = digest_key(authorization[7:].strip().decode("latin-1"))
-        key = self._keys.get(digest)
-        if key is None:
+        cached = self._keys.get(digest)
+        if cached is not None and _dead(cached[0]) and time.monotonic() - cached[1] >= DEAD_KEY_RECHECK_S:
+            cached = None
+        if cached is None:
             key = await self._fetch(self._store.get_key, digest)
             if key is None:
+                self._keys.pop(digest, None)
                 raise unauthorized()
             if len(self._keys) >= MAX_CACHED_KEYS:
                 self._keys.clear()
-            self._keys[digest] = key
+            self._keys[digest] = (key, time.monotonic())
+        else:
+            key = cached[0]
         # Known-dead keys are refused without a store call; the admission script is the authority for the rest.
-        if key.revoked or (key.expires_at and key.expires_at <= time.time()):
+        if _dead(key):
             raise unauthorized("This API key has been revoked or has expired.")
         tenant = self._tenants.get(key.tenant_id)
         if tenant is None:
@@ -55,8 +63,18 @@ class AuthCache:
         """The store refused the key (revoked, expired, deleted): look it up again next time."""
         self._keys.pop(digest, None)
 
+    def forget_tenant(self, tenant_id: str) -> None:
+        """An admin changed the tenant or its keys: look them up again next time."""
+        self._tenants.pop(tenant_id, None)
+        for digest in [d for d, (key, _) in self._keys.items() if key.tenant_id == tenant_id]:
+            del self._keys[digest]
+
     async def _fetch(self, fn, arg):
         try:
             return await fn(arg)
         except StoreUnavailable:
             raise unavailable("The key store is unreachable; retry shortly.") from None
+
+
+def _dead(key: ApiKey) -> bool:
+    return key.revoked or bool(key.expires_at and key.expires_at <= time.time())

@@ -99,12 +99,25 @@ class GatewayConfig:
     """OTLP/HTTP trace collector (http://otel-collector:4318); None: the OTEL_EXPORTER_OTLP_* variables, else off."""
     trace_sample_ratio: float = 1.0
     request_lease_s: float = 900.0
-    """A request counts against max_concurrent at most this long, so a crashed gateway cannot leak slots."""
+    """A request counts against max_concurrent at most this long, so a crashed gateway cannot leak slots (at least
+    MIN_REQUEST_LEASE_S)."""
     admission_overlap: bool = True
     """Send a request upstream while its admission script runs when the key has ample headroom
     (gateway/overlap.py); False: always admit first."""
     guardrails: dict | None = None
     """{engine: GuardrailsConfig fields, policies: {name: GuardrailPolicy fields}}; None: guardrails off."""
+
+
+MIN_REQUEST_LEASE_S = 120.0
+"""settle.lua tells a resent settlement that already ran by its lease still having over a minute to go (a margin
+for clock skew between gateways and Redis): a shorter lease would let resends apply twice."""
+
+
+def _at_least(name: str, value: Any, minimum: float) -> float:
+    value = _positive(name, value)
+    if value < minimum:
+        raise ConfigError(f"{name} must be at least {minimum:g} s, got {value!r}")
+    return value
 
 
 def _positive(name: str, value: Any, kind: type = float) -> Any:
@@ -206,7 +219,7 @@ def config_from_dict(raw: dict) -> GatewayConfig:
         upstream=_upstream(raw.get("upstream") or {}),
         num_instances=_positive("num_instances", raw.get("num_instances", 1), int),
         router=str(raw.get("router", "gateway.simple_router:build_router")),
-        request_lease_s=_positive("request_lease_s", raw.get("request_lease_s", 900.0)),
+        request_lease_s=_at_least("request_lease_s", raw.get("request_lease_s", 900.0), MIN_REQUEST_LEASE_S),
         admission_overlap=_bool("admission_overlap", raw.get("admission_overlap", True)),
         otlp_endpoint=raw.get("otlp_endpoint"),
         trace_sample_ratio=float(raw.get("trace_sample_ratio", 1.0)),

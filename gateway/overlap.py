@@ -2,8 +2,8 @@
 
 The admission script is the request's one Redis round trip before routing (~0.15-0.25 ms on loopback, more to a
 Redis on another host). When the last answers this gateway got left at least MIN_FREE_FRACTION of every limit free
-after this request too (the key's buckets; the tenant's concurrency and daily and monthly budgets, shared by all its
-keys), the script will all but certainly admit the request, so the gateway sends it upstream while the script runs
+after this request too (the key's buckets; the tenant's buckets, concurrency and daily and monthly budgets, shared by
+all its keys), the script will all but certainly admit the request, so the gateway sends it upstream while the script runs
 and holds the response back until the script answers. Should it refuse after all (other gateways drained the
 buckets in between), the upstream connection is closed, which aborts the request there, and the client gets the
 refusal it would have got. A key or tenant with less free, refused or admitted on fail-open local buckets last
@@ -73,7 +73,7 @@ class OverlapGate:
     def __init__(self, enabled: bool):
         self.enabled = enabled
         self._keys = _Scope()  # key digest: requests, input and output token buckets (the tighter of tenant and key)
-        self._tenants = _Scope()  # tenant id: base.HEADROOM
+        self._tenants = _Scope()  # tenant id: base.HEADROOM (its own buckets too: its keys share them)
 
     def allows(self, tenant_id: str, digest: str, prompt_tokens: int, reserved_out: int) -> Needs | None:
         """The request's needs when it may be sent before its admission answers (hand them to `answered`), else
@@ -85,8 +85,8 @@ class OverlapGate:
         if key_view is None or tenant_view is None:
             return None
         total = prompt_tokens + reserved_out
-        needs = ({base.REQUESTS: 1, base.INPUT_TOKENS: prompt_tokens, base.OUTPUT_TOKENS: reserved_out},
-                 {"concurrency": 1, "daily_tokens": total, "monthly_tokens": total})  # the names of base.HEADROOM
+        buckets = {base.REQUESTS: 1, base.INPUT_TOKENS: prompt_tokens, base.OUTPUT_TOKENS: reserved_out}
+        needs = (buckets, {"concurrency": 1, "daily_tokens": total, "monthly_tokens": total, **buckets})  # HEADROOM
         for view, scope_needs in zip((key_view, tenant_view), needs):
             for name, (limit, left) in view.items():
                 if left - scope_needs[name] < limit * MIN_FREE_FRACTION:
@@ -109,6 +109,10 @@ class OverlapGate:
         now_s = time.monotonic()
         self._keys.replace(digest, {name: (v.limit, v.remaining) for name, v in admission.buckets.items()}, now_s)
         self._tenants.replace(tenant_id, admission.headroom, now_s)
+
+    def forget_tenant(self, tenant_id: str) -> None:
+        """Admit the tenant's requests first until the store has answered for it again (an admin change)."""
+        self._tenants.views.pop(tenant_id, None)
 
     def forget(self, tenant_id: str, digest: str) -> None:
         """Admit this key first until the store has answered for it again."""

@@ -17,22 +17,28 @@ class Prompt:
     token_ids: list[int] | None
     """The first prompt's ids (routing and block hashes); None without a tokenizer."""
     text: str
+    longest_prompt_tokens: int
+    """The longest single prompt (what each completion's context holds)."""
 
 
 async def measure(parsed: ParsedRequest, model: ModelConfig, tokenizer: PromptTokenizer | None) -> Prompt:
     if parsed.kind == CHAT:
         if tokenizer is None:
             text = "".join(str(m.get("content") or "") for m in parsed.body["messages"])
-            prompt = Prompt(estimate_tokens(text), None, text)
+            count = estimate_tokens(text)
+            prompt = Prompt(count, None, text, count)
         else:
             text = tokenizer.render_chat(parsed.body["messages"], parsed.body.get("tools"))
+            _check_context(tokenizer.min_tokens(text), parsed, model, tokenizer, "messages")  # before encoding it
             ids = await tokenizer.encode(text, add_special_tokens=False)
-            prompt = Prompt(len(ids), ids, text)
+            prompt = Prompt(len(ids), ids, text, len(ids))
         _check_context(prompt.prompt_tokens, parsed, model, tokenizer, "messages")
         return prompt
-    total, first_ids, first_text = 0, None, ""
+    total, longest, first_ids, first_text = 0, 0, None, ""
     for i, item in enumerate(parsed.prompts):
         if isinstance(item, str):
+            if tokenizer:
+                _check_context(tokenizer.min_tokens(item), parsed, model, tokenizer, "prompt")
             ids = await tokenizer.encode(item, add_special_tokens=True) if tokenizer else None
             count = len(ids) if ids is not None else estimate_tokens(item)
         else:
@@ -41,11 +47,16 @@ async def measure(parsed: ParsedRequest, model: ModelConfig, tokenizer: PromptTo
         if i == 0:
             first_ids, first_text = ids, item if isinstance(item, str) else ""
         total += count
-    return Prompt(total, first_ids, first_text)
+        longest = max(longest, count)
+    return Prompt(total, first_ids, first_text, longest)
+
+
+def max_context(model: ModelConfig, tokenizer: PromptTokenizer | None) -> int | None:
+    return model.max_model_len or (tokenizer.model_max_length if tokenizer else None)
 
 
 def _check_context(prompt_tokens: int, parsed: ParsedRequest, model: ModelConfig,
                    tokenizer: PromptTokenizer | None, param: str) -> None:
-    max_len = model.max_model_len or (tokenizer.model_max_length if tokenizer else None)
+    max_len = max_context(model, tokenizer)
     if max_len is not None and prompt_tokens + (parsed.max_tokens or 0) > max_len:
         raise context_length_exceeded(prompt_tokens, parsed.max_tokens or 0, max_len, param)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from gateway.admission import Ticket, decide, prepare, tokenize
 from gateway.asgi import JSON, ClientGone, header, send_bytes, send_error
 from gateway.errors import ApiError, unavailable, upstream_failed, upstream_retry_after_s, upstream_timeout
 from gateway.parse import CHAT
+from gateway.prompts import max_context
 from gateway.routing.base import (
     CLIENT_DISCONNECT,
     ERROR_BEFORE_FIRST_BYTE,
@@ -60,6 +62,8 @@ class Flight:
     client_gone: bool = False
     cut: bool = False
     """The gateway ended a healthy stream itself (an output block): the upstream's work is cancelled."""
+    accepted: bool = False
+    """The replica answered 2xx: it took the request and started on it."""
 
 
 class CompletionsEndpoint:
@@ -76,13 +80,15 @@ class CompletionsEndpoint:
             return
         ticket: Ticket | None = None
         flight = Flight()
+        request_id = gw.next_request_id()
+        shown_id = _client_request_id(scope) or request_id.encode()
         try:
             try:
-                ticket = await prepare(gw, self._kind, scope, receive)
+                ticket = await prepare(gw, self._kind, scope, receive, request_id, shown_id)
                 opening = await self._admit(ticket, flight, scope)
             except ApiError as error:
                 gw.count_request("", "", error.status)
-                await send_error(send, error)
+                await send_error(send, error, [(b"x-request-id", shown_id)])
                 return
             except ClientGone:
                 return
@@ -115,7 +121,7 @@ class CompletionsEndpoint:
             # An admin changed the tenant: what was sent used the old copy (its cache salt, its prefix hashes).
             await _abandon(opening, flight)
             self._let_go(flight)
-            flight.outcome = ERROR_BEFORE_FIRST_BYTE  # a fresh attempt follows
+            flight.outcome, flight.accepted = ERROR_BEFORE_FIRST_BYTE, False  # a fresh attempt follows
             return None
         gw.metrics.overlapped.inc()
         return opening
@@ -161,7 +167,7 @@ class CompletionsEndpoint:
         ids = a.prompt.token_ids
         request = RouteRequest(a.parsed.model, ids, a.prompt.text, a.reserved_out, salt,
                                block_hashes(ids, a.model.block_size, salt) if ids else [])
-        body = _upstream_body(a, salt)
+        body = _upstream_body(a, salt, max_context(a.model, gw.tokenizers.get(a.model.name)))
         headers = {"content-type": "application/json", "x-request-id": a.request_id}
         upstream_trace_headers(headers, header(scope, b"traceparent"))
         exclude: frozenset[str] = frozenset()
@@ -191,7 +197,7 @@ class CompletionsEndpoint:
                     exclude = exclude | {route.replica}
                 continue
             if response.status < 400:
-                flight.response = response
+                flight.response, flight.accepted = response, True
                 return
             last_error = await _upstream_error(response)
             gw.metrics.child(gw.metrics.upstream_errors, f"http_{response.status}").inc()
@@ -217,7 +223,7 @@ class CompletionsEndpoint:
             raise upstream_failed("The upstream answered with invalid JSON.") from None
         usage = obj.get("usage") if isinstance(obj, dict) else None
         flight.usage = usage if isinstance(usage, dict) else None
-        if flight.usage is None:
+        if _int((flight.usage or {}).get("completion_tokens"), None) is None:  # no usable count: settle by the text
             flight.completion_text = "".join(choice_texts(obj, streaming=False))
         # The replica answered: it is healthy and the tenant used its tokens, even if the output check blocks.
         flight.outcome, flight.status = OK, response.status
@@ -299,6 +305,8 @@ class CompletionsEndpoint:
             actual_out = _int(usage.get("completion_tokens"), None)
             if actual_out is None:
                 actual_out = self._count_delivered(a, flight)
+        elif flight.accepted:  # the client left before any of the answer arrived: the prompt was still taken in
+            actual_in = a.prompt.prompt_tokens
         settlement = Settlement(a.tenant.id, a.key.digest, a.parsed.model, a.request_id, a.prompt.prompt_tokens,
                                 a.admission.reserved_out, actual_in, actual_out, a.admission.day, a.admission.month,
                                 a.lease_end_ms)
@@ -347,6 +355,16 @@ def _int(value, default):
     return min(value, MAX_USAGE_TOKENS)
 
 
+_REQUEST_ID_RE = re.compile(rb"[\x21-\x7e]{1,128}")
+
+
+def _client_request_id(scope) -> bytes | None:
+    """The client's own x-request-id, echoed on the response when it is printable ASCII of at most 128 bytes (the
+    store and the replica get the gateway's unique id: a client's need not be unique)."""
+    value = header(scope, b"x-request-id")
+    return value if value is not None and _REQUEST_ID_RE.fullmatch(value) else None
+
+
 def _cache_salt(a: Ticket) -> str:
     """Prefix-cache salt. A client's own cache_salt is namespaced by its tenant, so no client can pick another
     tenant's salt; isolate_cache tenants always get their own chain (DESIGN.md, "Tenant isolation")."""
@@ -356,18 +374,34 @@ def _cache_salt(a: Ticket) -> str:
     return a.tenant.cache_salt
 
 
-def _upstream_body(a: Ticket, salt: str) -> bytes:
+def _upstream_body(a: Ticket, salt: str, max_len: int | None) -> bytes:
     body = a.parsed.body
     changes: dict = {}
     if a.model.upstream_model:
         changes["model"] = a.model.upstream_model
+    if a.parsed.max_tokens is None:
+        # What admission reserved is also the cap: without one the upstream may generate to the end of the
+        # context, far past the tenant's output bucket and budgets (within the context, or the upstream refuses it).
+        cap = a.tenant.default_max_tokens
+        changes["max_tokens"] = cap if max_len is None else max(1, min(cap, max_len - a.prompt.longest_prompt_tokens))
     if a.parsed.stream and not a.parsed.client_wants_usage:
         changes["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
     if salt != (body.get("cache_salt") or ""):
         changes["cache_salt"] = salt
-    if not changes and a.parsed.body is a.parsed.original_body:
-        return a.raw_body  # the input hook changed nothing: the client's bytes go upstream as they are
+    if a.parsed.body is a.parsed.original_body:  # the input hook changed nothing: the client's bytes go upstream
+        if not changes:
+            return a.raw_body
+        # UTF-8 JSON never holds a raw NUL: one means UTF-16/32, which json.loads takes but a splice would corrupt
+        if not any(name in body for name in changes) and b"\x00" not in a.raw_body:
+            return _splice(a.raw_body, changes)
     return json.dumps({**body, **changes}).encode()
+
+
+def _splice(raw_body: bytes, members: dict) -> bytes:
+    """`raw_body` (a JSON object with at least one member) with `members` (names it lacks) added after its opening
+    brace: re-encoding a long prompt costs ~5 us per KB on the event loop, this costs a copy."""
+    start = raw_body.index(b"{") + 1
+    return raw_body[:start] + json.dumps(members)[1:-1].encode() + b"," + raw_body[start:]
 
 
 async def _upstream_error(response: aiohttp.ClientResponse) -> ApiError:

@@ -34,8 +34,9 @@ def rejection(admission: Admission, model: str, prompt_tokens: int) -> ApiError:
     limit = view.limit if view else "?"
     if reason.endswith(base.TOO_LARGE):
         need = prompt_tokens if bucket == base.INPUT_TOKENS else admission.reserved_out
+        # No Retry-After: waiting never helps a request larger than the bucket itself.
         return ApiError(429, f"Request too large for {text}: it needs {need}, the limit is {limit}. Send fewer "
                              f"tokens{' or a lower max_tokens' if bucket == base.OUTPUT_TOKENS else ''}.",
-                        type_, "rate_limit_exceeded", param=None, headers=headers)
+                        type_, "rate_limit_exceeded", param=None)
     return ApiError(429, f"Rate limit reached for {text}: limit {limit}. Please try again in "
                          f"{admission.retry_after_s:.3g}s.", type_, "rate_limit_exceeded", headers=headers)

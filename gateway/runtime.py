@@ -59,8 +59,9 @@ class Gateway:
         self.upstreams = UpstreamPool(config.upstream)
         self.hooks = hooks or build_hooks(config.guardrails, self.metrics.registry)
         self.tokenizers: dict[str, PromptTokenizer] = {}
-        # key digest -> (monotonic s, the refusal's rate-limit headers): the local pre-check
-        self.denied_until: dict[str, tuple[float, dict[str, str]]] = {}
+        # key digest -> (recheck at, refill at (monotonic s), tenant id, the refusal's rate-limit headers): the
+        # local pre-check (admission.py)
+        self.denied_until: dict[str, tuple[float, float, str, dict[str, str]]] = {}
         self._tasks: set[asyncio.Task] = set()
         self._request_prefix = f"req-{secrets.token_hex(4)}-"
         self._request_seq = itertools.count()
@@ -92,6 +93,14 @@ class Gateway:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def admin_changed(self, tenant_id: str) -> None:
+        """The admin API changed this tenant or one of its keys: drop what this instance caches of it, so the next
+        request sees the change (other instances see it through the admission script's generation counter)."""
+        self.auth.forget_tenant(tenant_id)
+        self.overlap.forget_tenant(tenant_id)
+        for digest in [d for d, entry in self.denied_until.items() if entry[2] == tenant_id]:
+            del self.denied_until[digest]
 
     def next_request_id(self) -> str:
         return self._request_prefix + str(next(self._request_seq))

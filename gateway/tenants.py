@@ -95,9 +95,16 @@ def new_api_key() -> str:
     return KEY_PREFIX + secrets.token_urlsafe(32)
 
 
-def _non_negative_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise invalid_request(f"{name} must be a non-negative integer, got {value!r}", param=name)
+MAX_LIMIT = 2**48
+"""Largest limit the admin API takes: the Lua scripts do integer arithmetic in doubles (exact below 2**53) and
+Redis' HINCRBY takes 64-bit integers."""
+MAX_UNIX_S = 1e11
+"""Latest key expiry (year 5138): finite, so Redis and the scripts can read it back."""
+
+
+def _limit(name: str, value, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_LIMIT:
+        raise invalid_request(f"{name} must be an integer from {minimum} to {MAX_LIMIT}, got {value!r}", param=name)
     return value
 
 
@@ -130,8 +137,8 @@ def apply_tenant_fields(tenant: Tenant, updates: dict, check_policy: Callable[[s
     for name, value in updates.items():
         if name not in known:
             raise invalid_request(f"unknown tenant field {name!r}; known: {sorted(known)}", param=name)
-        if name in TENANT_INT_FIELDS:
-            value = _non_negative_int(name, value)
+        if name in TENANT_INT_FIELDS:  # a default reservation of 0 would let unbounded outputs through unreserved
+            value = _limit(name, value, minimum=1 if name == "default_max_tokens" else 0)
         elif name == "isolate_cache":
             if not isinstance(value, bool):
                 raise invalid_request(f"isolate_cache must be true or false, got {value!r}", param=name)
@@ -150,10 +157,11 @@ def apply_key_fields(key: ApiKey, updates: dict) -> ApiKey:
         if name not in known:
             raise invalid_request(f"unknown key field {name!r}; known: {sorted(known)}", param=name)
         if name in KEY_INT_FIELDS:
-            value = _non_negative_int(name, value)
+            value = _limit(name, value)
         elif name == "expires_at":
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise invalid_request(f"expires_at must be unix seconds (0: never), got {value!r}", param=name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_UNIX_S:
+                raise invalid_request(f"expires_at must be unix seconds up to {MAX_UNIX_S} (0: never), got {value!r}",
+                                      param=name)
             value = float(value)
         elif not isinstance(value, str):
             raise invalid_request(f"name must be a string, got {value!r}", param=name)
@@ -162,8 +170,10 @@ def apply_key_fields(key: ApiKey, updates: dict) -> ApiKey:
 
 
 def validate_tenant_id(tenant_id) -> str:
-    if not isinstance(tenant_id, str) or not TENANT_ID_RE.match(tenant_id):
-        raise invalid_request(f"tenant id must match {TENANT_ID_RE.pattern}, got {tenant_id!r}", param="id")
+    # "." and ".." would be path segments clients normalise away: such a tenant could never be read or deleted.
+    if not isinstance(tenant_id, str) or not TENANT_ID_RE.match(tenant_id) or tenant_id in (".", ".."):
+        raise invalid_request(f"tenant id must match {TENANT_ID_RE.pattern} and not be '.' or '..', got "
+                              f"{tenant_id!r}", param="id")
     return tenant_id
 
 

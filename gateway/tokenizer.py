@@ -13,8 +13,9 @@ role headers, every earlier turn of a conversation that is resent each turn). Pi
 conversation's turn costs the encoding of its newest message only. Tokenizers whose added tokens strip spaces or
 are normalized would break that identity; they take the whole-text path.
 
-Prompts longer than LONG_PROMPT_CHARS are encoded in a worker thread
-(the Rust encoder releases the GIL) so one huge prompt does not stall every other request.
+Prompts longer than LONG_PROMPT_CHARS are encoded in a worker thread through `encode_batch`, which releases the GIL
+while it works (`encode` holds it: a 30 MiB prompt stalled every other request for 40 s), and a prompt whose length
+in characters alone proves it cannot fit the context is refused without encoding it (`min_tokens`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class PromptTokenizer:
         self._piece_ids = functools.lru_cache(maxsize=CACHED_PIECES)(self._encode_piece)
         max_len = self._hf.model_max_length
         self.model_max_length: int | None = max_len if isinstance(max_len, int) and max_len < 10**9 else None
+        # No token stands for more characters than its own text (byte-level tokens: bytes, at least as many)
+        self._max_chars_per_token = max(len(token) for token in self._rust.get_vocab(with_added_tokens=True))
 
     def render_chat(self, messages: list[dict], tools: list | None = None) -> str:
         if not self.has_chat_template:
@@ -62,6 +65,11 @@ class PromptTokenizer:
             raise invalid_request(f"messages could not be rendered with the model's chat template: {exc}",
                                   param="messages") from None
 
+    def min_tokens(self, text: str) -> int:
+        """A lower bound on the text's token count, from its length alone (halved: a normalizer may drop
+        characters, e.g. accents)."""
+        return len(text) // (2 * self._max_chars_per_token)
+
     async def encode(self, text: str, add_special_tokens: bool) -> list[int]:
         if len(text) > LONG_PROMPT_CHARS:
             return await asyncio.to_thread(self.encode_now, text, add_special_tokens)
@@ -69,7 +77,7 @@ class PromptTokenizer:
 
     def encode_now(self, text: str, add_special_tokens: bool) -> list[int]:
         if add_special_tokens or self._splitter is None:
-            return self._rust.encode(text, add_special_tokens=add_special_tokens).ids
+            return self._rust_ids(text, add_special_tokens)
         ids: list[int] = []
         for i, piece in enumerate(self._splitter.split(text)):
             if i % 2:  # the capture group: an added token
@@ -81,10 +89,15 @@ class PromptTokenizer:
         return ids
 
     def _encode_piece(self, piece: str) -> tuple[int, ...]:
-        return tuple(self._rust.encode(piece, add_special_tokens=False).ids)
+        return tuple(self._rust_ids(piece, False))
+
+    def _rust_ids(self, text: str, add_special_tokens: bool) -> list[int]:
+        if len(text) > LONG_PROMPT_CHARS:  # we are in a worker thread: let the event loop run meanwhile
+            return self._rust.encode_batch([text], add_special_tokens=add_special_tokens)[0].ids
+        return self._rust.encode(text, add_special_tokens=add_special_tokens).ids
 
     def count(self, text: str) -> int:
-        return len(self._rust.encode(text, add_special_tokens=False).ids)
+        return len(self._rust_ids(text, False))
 
 
 def _added_token_splitter(rust) -> tuple[re.Pattern | None, dict[str, int]]:

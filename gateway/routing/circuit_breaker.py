@@ -40,18 +40,23 @@ class CircuitBreaker:
         state = self.state
         return state == CLOSED or (state == HALF_OPEN and not self._trial_in_flight)
 
-    def on_routed(self) -> None:
-        if self.state == HALF_OPEN:
+    def on_routed(self) -> bool:
+        """A request was sent to this replica; True when it is the half-open trial (hand that to record_neutral)."""
+        if self.state == HALF_OPEN and not self._trial_in_flight:
             self._trial_in_flight = True
+            return True
+        return False
 
     def retry_after_s(self) -> float:
         if self.state != OPEN:
             return 0.0
         return max(0.0, self._opened_at_s + self.open_s * self._backoff - self._clock())
 
-    def record_neutral(self) -> None:
-        """The request ended without saying anything about the replica (the client went away)."""
-        self._trial_in_flight = False
+    def record_neutral(self, was_trial: bool) -> None:
+        """The request ended without saying anything about the replica (the client went away). Only the trial's own
+        end frees the trial slot: an older request ending neutral must not let a second trial through."""
+        if was_trial:
+            self._trial_in_flight = False
 
     def record_success(self) -> None:
         self._state = CLOSED

@@ -26,6 +26,9 @@ logger = logging.getLogger(__name__)
 
 SNAPSHOT, STORED, REMOVED, CLEARED = "snapshot", "stored", "removed", "cleared"
 _MAX_BACKOFF_S = 10.0
+SILENT_FEED_S = 45.0
+"""A feed quiet this long is dead (a replica sends a keep-alive every 15 s): a host that vanished without closing the
+connection would otherwise leave its blocks in the index for good."""
 
 
 class FeedResync(Exception):
@@ -164,7 +167,7 @@ class KvEventsSubscriber:
 
     async def _follow(self) -> AsyncIterator[str]:
         state = FeedState(self.replica, self.index)
-        timeout = httpx.Timeout(5.0, read=None)
+        timeout = httpx.Timeout(5.0, read=SILENT_FEED_S)
         async with self.client.stream("GET", f"{self.url}/v1/kv/events", timeout=timeout) as response:
             if response.status_code != 200:
                 raise FeedResync(f"GET /v1/kv/events answered {response.status_code}")

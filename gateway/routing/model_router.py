@@ -52,6 +52,7 @@ class _Ticket:
     uncached_tokens: int
     max_tokens: int
     pending_hashes: list[int]
+    breaker_trial: bool
 
 
 class ModelRouter:
@@ -130,7 +131,7 @@ class ModelRouter:
         if outcome == OK:
             replica.breaker.record_success()
         elif outcome in (CLIENT_DISCONNECT, NOT_ADMITTED):
-            replica.breaker.record_neutral()
+            replica.breaker.record_neutral(ticket.breaker_trial)
         else:
             replica.breaker.record_failure()
         self._metric(self.metrics.outcomes, replica.name, outcome).inc()
@@ -228,9 +229,9 @@ class ModelRouter:
         replica.load.inflight_requests += 1
         replica.load.inflight_prompt_tokens += uncached_tokens
         replica.load.inflight_decode_tokens += max_tokens
-        replica.breaker.on_routed()
+        breaker_trial = replica.breaker.on_routed()
         ticket = next(_tickets)
-        self._tickets[ticket] = _Ticket(replica.name, uncached_tokens, max_tokens, pending_hashes)
+        self._tickets[ticket] = _Ticket(replica.name, uncached_tokens, max_tokens, pending_hashes, breaker_trial)
         return ticket
 
     def _observe(self, name: str, reason: str, prompt_tokens: int, saved_tokens: int, load_tokens: float) -> None:

@@ -3,8 +3,9 @@
 --       10 spent hash (fields d:<YYYYMMDD>, m:<YYYYMM>)
 -- ARGV: 1 model, 2 prompt tokens, 3 max tokens per completion (-1: the tenant's default), 4 request id, 5 lease ms,
 --       6 completions (the reservation is max tokens x completions)
--- Returns {reason, retry_ms, gen, reserved, day, month, then per bucket kind: limit, remaining, reset_ms, then for
---          concurrency, daily and monthly tokens: limit, left}.
+-- Returns {reason, retry_ms, gen, reserved, day, month, then per bucket kind: limit, remaining, reset_ms (the tighter
+--          of tenant and key), then for concurrency, daily and monthly tokens and the tenant's three buckets: limit,
+--          left}.
 local tenant = redis.call('HMGET', KEYS[1], 'rpm', 'input_tpm', 'output_tpm', 'max_concurrent', 'daily_tokens',
   'monthly_tokens', 'default_max_tokens', 'models', 'gen')
 local key = redis.call('HMGET', KEYS[2], 'revoked', 'expires_at', 'rpm', 'input_tpm', 'output_tpm', 'tenant_id')
@@ -112,9 +113,19 @@ for k = 1, 3 do
   out[#out + 1] = remaining
   out[#out + 1] = reset
 end
--- What is left of the tenant-wide limits (limit 0: none), for the gateway's overlap gate.
+-- What is left of the tenant-wide limits (limit 0: none), for the gateway's overlap gate: concurrency, budgets,
+-- then the tenant's own buckets (shared by all its keys).
 for _, pair in ipairs({{max_concurrent, running}, {daily, spent_day}, {monthly, spent_month}}) do
   out[#out + 1] = pair[1]
   out[#out + 1] = pair[1] - pair[2]
+end
+for k = 1, 3 do
+  local limit, left = 0, 0
+  if levels[k] then
+    limit, left = limits[k], levels[k]
+    if taken then left = left - needs[k] end
+  end
+  out[#out + 1] = limit
+  out[#out + 1] = math.floor(left)
 end
 return out

@@ -27,8 +27,11 @@ INPUT_TOKENS = "input_tokens"
 OUTPUT_TOKENS = "output_tokens"
 BUCKETS = (REQUESTS, INPUT_TOKENS, OUTPUT_TOKENS)
 TOO_LARGE = "_too_large"
-# Tenant-wide limits an admission reports what is left of (Admission.headroom).
-HEADROOM = ("concurrency", "daily_tokens", "monthly_tokens")
+# Tenant-wide limits an admission reports what is left of (Admission.headroom): concurrency, the budgets and the
+# tenant's own buckets (shared by all its keys; Admission.buckets holds the tighter of tenant and key per kind).
+HEADROOM = ("concurrency", "daily_tokens", "monthly_tokens", *BUCKETS)
+# Settlement kinds (Settlement.kind).
+FINAL, VOID, RECORD = "final", "void", "record"
 
 
 class StoreUnavailable(Exception):
@@ -112,8 +115,10 @@ class Settlement:
     replay: bool = False
     """Sent again after a lost reply: skipped when the request's lease is gone before it ended, since then the
     first attempt ran (or the admission it settles never did)."""
-    count_usage: bool = True
-    """False for a void settlement: it returns a reservation an admission whose reply was lost may have taken."""
+    kind: str = FINAL
+    """FINAL: a request's end (actual usage replaces its reservation). VOID: returns what an admission whose reply
+    was lost may have taken (reservation and request unit; no usage). RECORD: a request admitted on a gateway's
+    local buckets while Redis was down, sent to Redis later to count its usage and budget spend."""
 
 
 class Store(Protocol):

@@ -10,9 +10,8 @@ from gateway.tenants import ApiKey, Tenant
 class LocalStore(MemoryStore):
     """MemoryStore with ResilientStore's request-path signatures."""
 
-    def __init__(self):
-        super().__init__()
-        self.redis_up = True
+    redis_up = None
+    """No Redis behind this store (/health reports "none")."""
 
     async def admit(self, request: AdmitRequest, tenant: Tenant | None = None, key: ApiKey | None = None) -> Admission:
         admission = await super().admit(request)

@@ -7,6 +7,7 @@ Single-threaded asyncio makes every method atomic: none awaits in the middle of 
 from __future__ import annotations
 
 import copy
+import math
 from collections import Counter, defaultdict
 
 from gateway.store import base
@@ -89,7 +90,7 @@ class MemoryStore:
         if denied.reason:
             denied.retry_after_s = retry_ms / 1000
             denied.buckets = _views(specs, levels, taken=False)
-            denied.headroom = _headroom(tenant, len(inflight), spent["d:" + day], spent["m:" + month])
+            denied.headroom = _headroom(tenant, len(inflight), spent["d:" + day], spent["m:" + month], levels[:3])
             return denied
 
         for (scope, name, limit, need), level in zip(specs, levels):
@@ -99,10 +100,17 @@ class MemoryStore:
         spent["d:" + day] += total
         spent["m:" + month] += total
         denied.buckets = _views(specs, levels, taken=True)
-        denied.headroom = _headroom(tenant, len(inflight), spent["d:" + day], spent["m:" + month])
+        tenant_levels = [None if level is None else level - need for level, need in zip(levels[:3], needs)]
+        denied.headroom = _headroom(tenant, len(inflight), spent["d:" + day], spent["m:" + month], tenant_levels)
         return denied  # reason "" = admitted
 
     async def settle(self, s: Settlement) -> None:
+        spent = self._spent[s.tenant_id]
+        if s.kind == base.RECORD:  # see settle.lua: usage and budget spend only (nothing resends to this store)
+            spent["d:" + s.day] += s.actual_in + s.actual_out
+            spent["m:" + s.month] += s.actual_in + s.actual_out
+            _count_usage(self._usage[(s.tenant_id, s.day)], s)
+            return
         self._inflight[s.tenant_id].pop(s.request_id, None)
         tenant = self._tenants.get(s.tenant_id)
         key = self._keys.get(s.digest)
@@ -113,10 +121,11 @@ class MemoryStore:
                 continue
             self._adjust(scope, base.INPUT_TOKENS, holder.input_tpm, refund_in, now)
             self._adjust(scope, base.OUTPUT_TOKENS, holder.output_tpm, refund_out, now)
-        spent = self._spent[s.tenant_id]
+            if s.kind == base.VOID:  # the request unit goes back too
+                self._adjust(scope, base.REQUESTS, holder.rpm, 1, now)
         spent["d:" + s.day] -= refund_in + refund_out
         spent["m:" + s.month] -= refund_in + refund_out
-        if s.count_usage:
+        if s.kind == base.FINAL:
             _count_usage(self._usage[(s.tenant_id, s.day)], s)
 
     def _adjust(self, scope: str, name: str, limit: int, delta: int, now: int) -> None:
@@ -182,8 +191,14 @@ def _views(specs, levels, taken: bool) -> dict[str, BucketView]:
     return views
 
 
-def _headroom(tenant, running: int, spent_day: int, spent_month: int) -> dict[str, tuple[int, int]]:
-    """What is left of the tenant-wide limits it has (admit.lua reports the same)."""
-    pairs = zip(base.HEADROOM, (tenant.max_concurrent, tenant.daily_tokens, tenant.monthly_tokens),
+def _headroom(tenant, running: int, spent_day: int, spent_month: int,
+              bucket_levels: list[float | None]) -> dict[str, tuple[int, int]]:
+    """What is left of the tenant-wide limits it has (admit.lua reports the same): concurrency, budgets, and the
+    levels of the tenant's own buckets (None where it has no such limit)."""
+    pairs = zip(base.HEADROOM[:3], (tenant.max_concurrent, tenant.daily_tokens, tenant.monthly_tokens),
                 (running, spent_day, spent_month))
-    return {name: (limit, limit - used) for name, limit, used in pairs if limit > 0}
+    out = {name: (limit, limit - used) for name, limit, used in pairs if limit > 0}
+    for name, limit_name, level in zip(base.BUCKETS, ("rpm", "input_tpm", "output_tpm"), bucket_levels):
+        if level is not None:
+            out[name] = (getattr(tenant, limit_name), math.floor(level))
+    return out

@@ -26,6 +26,7 @@ from pathlib import Path
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from gateway.store import base
@@ -61,7 +62,9 @@ class RedisStore:
             decode_responses=True,
             socket_timeout=socket_timeout_s,
             socket_connect_timeout=socket_timeout_s,
-            retry=Retry(NoBackoff(), 0),
+            # One retry on a dropped connection only (a pooled one Redis closed when it restarted); a timeout is
+            # not retried, so every call stays bounded by about one socket timeout.
+            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
         )
         self._fast = RespClient(url, socket_timeout_s)  # the two hot-path scripts; redis-py for the rest
         self._p = key_prefix
@@ -143,7 +146,7 @@ class RedisStore:
 
     async def settle(self, s: Settlement) -> None:
         args = [s.request_id, s.reserved_in, s.reserved_out, s.actual_in, s.actual_out, s.day, s.month, s.model,
-                key_id_of(s.digest), int(s.replay), int(s.count_usage), s.lease_end_ms]
+                key_id_of(s.digest), int(s.replay), s.kind, s.lease_end_ms]
         await self._script(SETTLE, self._settle_command(s.tenant_id, s.digest, s.day), args)
 
     def _settle_command(self, tenant_id: str, digest: str, day: str) -> PreparedCommand:
@@ -152,7 +155,7 @@ class RedisStore:
             t = self._t(tenant_id)
             keys = [t + "tenant", t + "key:" + digest, t + "b:input_tokens", t + "b:output_tokens",
                     f"{t}kb:{digest}:input_tokens", f"{t}kb:{digest}:output_tokens", t + "inflight", t + "spent",
-                    t + "usage:" + day]
+                    t + "usage:" + day, t + "b:requests", f"{t}kb:{digest}:requests", t + "recorded"]
             if len(self._settle_commands) > 100_000:
                 self._settle_commands.clear()
             command = PreparedCommand("EVALSHA", SETTLE.sha, len(keys), *keys)

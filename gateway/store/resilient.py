@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import logging
 import time
 from collections import deque
@@ -24,6 +25,8 @@ from gateway.config import FAIL_OPEN
 from gateway.errors import unavailable
 from gateway.metrics import GatewayMetrics
 from gateway.store.base import (
+    RECORD,
+    VOID,
     Admission,
     AdmitRequest,
     Settlement,
@@ -131,7 +134,8 @@ class ResilientStore:
     async def settle(self, settlement: Settlement, store) -> None:
         if store is self.local:
             await self.local.settle(settlement)
-            return
+            # Redis never saw this request: its usage and budget spend go there too, now or once it is back.
+            settlement = dataclasses.replace(settlement, reserved_in=0, reserved_out=0, kind=RECORD)
         try:
             await self._primary("settle", self.primary.settle, settlement)
         except StoreRejected:
@@ -191,10 +195,11 @@ class ResilientStore:
 
 
 def _void_settlement(request: AdmitRequest, tenant: Tenant) -> Settlement:
-    """Returns what an admission whose reply was lost would have reserved, without counting a request. Dates are the
-    gateway's: near midnight UTC the refund may land on the neighbouring day."""
+    """Returns what an admission whose reply was lost would have taken (its reservation and its request unit),
+    without counting usage. Dates are the gateway's: near midnight UTC the refund may land on the neighbouring
+    day."""
     now = now_ms()
     day, month, _, _ = periods(now)
     return Settlement(request.tenant_id, request.digest, request.model, request.request_id, request.prompt_tokens,
                       request.reserved_out(tenant.default_max_tokens), 0, 0, day, month,
-                      lease_end_ms=now + int(request.lease_s * 1000), count_usage=False)
+                      lease_end_ms=now + int(request.lease_s * 1000), kind=VOID)

@@ -3,6 +3,7 @@
 Behaviour is steered per request by an extra body field the gateway passes through untouched:
     "fake": {"tokens": 5, "usage": true, "die_after": 2, "delay_s": 0.5, "status": 500, "chunk_delay_s": 0.05,
              "prompt_tokens": 7, "retry_after": "5"}     # retry_after: that header on the `status` answer
+    "usage": "no_completion_tokens" sends usage without completion_tokens.
 Every request body it receives is kept in `received`; streams the client abandoned are counted in `cancelled`.
 """
 
@@ -56,6 +57,8 @@ class FakeUpstream:
         usage = {"prompt_tokens": int(fake.get("prompt_tokens", 11)), "completion_tokens": num_tokens,
                  "total_tokens": int(fake.get("prompt_tokens", 11)) + num_tokens}
         with_usage = fake.get("usage", True)
+        if with_usage == "no_completion_tokens":  # a non-conforming upstream: usage without the output count
+            del usage["completion_tokens"]
         if not body.get("stream"):
             text = TOKEN * num_tokens
             choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
@@ -75,13 +78,13 @@ class FakeUpstream:
             for i in range(num_tokens):
                 if fake.get("die_after") is not None and i == fake["die_after"]:
                     raise RuntimeError("fake upstream dies mid-stream")
+                if fake.get("chunk_delay_s"):  # before each chunk: the headers go out at once, the first chunk later
+                    await asyncio.sleep(fake["chunk_delay_s"])
                 choice = {"index": 0, "delta": {"content": TOKEN}, "finish_reason": None} if chat else {
                     "index": 0, "text": TOKEN, "finish_reason": None}
                 chunk = {"id": "cmpl-fake", "object": kind, "created": 0, "model": body.get("model"),
                          "choices": [choice]}
                 yield f"data: {json.dumps(chunk)}\n\n"
-                if fake.get("chunk_delay_s"):
-                    await asyncio.sleep(fake["chunk_delay_s"])
             if include_usage:
                 chunk = {"id": "cmpl-fake", "object": kind, "created": 0, "model": body.get("model"), "choices": [],
                          "usage": usage}

@@ -43,7 +43,9 @@ def test_tenant_round_trip(pair):
 
 @pytest.mark.parametrize("body", [{"id": "bad id!"}, {"id": "x1", "rpm": -1}, {"id": "x2", "rpm": "many"},
                                   {"id": "x3", "nonsense": 1}, {"id": "x4", "models": "tiny"},
-                                  {"id": "x5", "isolate_cache": "yes"}, {"id": "x6", "guardrails": "strict"}])
+                                  {"id": "x5", "isolate_cache": "yes"}, {"id": "x6", "guardrails": "strict"},
+                                  {"id": ".."}, {"id": "."}, {"id": "x7", "rpm": 2**63},
+                                  {"id": "x8", "daily_tokens": 2**48 + 1}, {"id": "x9", "default_max_tokens": 0}])
 def test_tenant_validation(pair, body):
     _, _, admin = pair
     response = admin.http.post("/tenants", json=body)
@@ -65,6 +67,19 @@ def test_admin_auth(pair):
     one, _, _ = pair
     assert httpx.get(one.url + "/admin/v1/tenants").status_code == 401
     assert httpx.get(one.url + "/admin/v1/tenants", headers={"authorization": "Bearer wrong"}).status_code == 401
+    assert httpx.get(one.url + "/admin/v1/tenants", headers={"authorization": ADMIN_TOKEN}).status_code == 401
+    # The scheme is case-insensitive (RFC 9110), as it is for API keys.
+    assert httpx.get(one.url + "/admin/v1/tenants",
+                     headers={"authorization": f"bearer {ADMIN_TOKEN}"}).status_code == 200
+
+
+@pytest.mark.parametrize("body", [{"ttl_s": 1e400}, {"ttl_s": 0}, {"expires_at": 1e300}, {"rpm": 2**60}])
+def test_key_validation(pair, body):
+    _, _, admin = pair
+    tenant = admin.tenant()
+    response = admin.http.post(f"/tenants/{tenant}/keys", content=json.dumps(body).replace("Infinity", "1e400"),
+                               headers={"content-type": "application/json"})
+    assert response.status_code == 400 and response.json()["error"]["message"]
 
 
 def test_keys_issue_list_revoke_rotate_expire(pair):
@@ -84,6 +99,9 @@ def test_keys_issue_list_revoke_rotate_expire(pair):
 
     assert http.post(f"/tenants/{tenant}/keys/{rotated['key_id']}/revoke").json()["revoked"] is True
     assert chat(two, rotated["key"]).status_code == 401
+    # Rotating a revoked key would hand back the access its revocation took away.
+    refused = http.post(f"/tenants/{tenant}/keys/{rotated['key_id']}/rotate", json={})
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "key_revoked"
 
     short = http.post(f"/tenants/{tenant}/keys", json={"ttl_s": 0.5}).json()
     assert chat(one, short["key"]).status_code == 200
@@ -115,6 +133,41 @@ def test_limit_changes_apply_on_the_next_request_everywhere(pair):
     assert chat(two, key, max_tokens=6).status_code == 200
     admin.http.delete(f"/tenants/{tenant}")
     assert chat(one, key).status_code == 401 and chat(two, key).status_code == 401
+
+
+def test_a_raised_limit_lifts_a_refusal_on_the_next_request_here_and_within_a_second_elsewhere(pair):
+    """A refused key is refused locally for a while without asking Redis (the cheap pre-check); an admin change
+    must not wait that out: the instance that took it drops its refusal at once, the other asks Redis again within
+    PRECHECK_MAX_S."""
+    one, two, admin = pair
+    tenant = admin.tenant(rpm=1)
+    key = admin.key(tenant)
+    assert chat(one, key).status_code == 200
+    assert chat(one, key).status_code == 429 and chat(two, key).status_code == 429  # both hold a refusal now
+    assert admin.http.patch(f"/tenants/{tenant}", json={"rpm": 1000}).status_code == 200  # through `one`
+    assert chat(one, key).status_code == 200
+    started = time.monotonic()
+    while chat(two, key).status_code == 429:
+        assert time.monotonic() - started < 5, "the other instance kept its refusal"
+        time.sleep(0.05)
+
+
+def test_a_key_extended_elsewhere_works_again(pair):
+    """A key an instance has cached as expired is looked up again (at once where the change was made, within
+    DEAD_KEY_RECHECK_S elsewhere), so extending it does not need a gateway restart."""
+    one, two, admin = pair
+    tenant = admin.tenant()
+    issued = admin.http.post(f"/tenants/{tenant}/keys", json={"ttl_s": 0.3}).json()
+    assert chat(one, issued["key"]).status_code == 200 and chat(two, issued["key"]).status_code == 200
+    time.sleep(0.4)
+    assert chat(one, issued["key"]).status_code == 401 and chat(two, issued["key"]).status_code == 401
+    extended = admin.http.patch(f"/tenants/{tenant}/keys/{issued['key_id']}", json={"expires_at": 0})
+    assert extended.status_code == 200
+    assert chat(one, issued["key"]).status_code == 200
+    started = time.monotonic()
+    while chat(two, issued["key"]).status_code == 401:
+        assert time.monotonic() - started < 5, "the other instance kept the key dead"
+        time.sleep(0.05)
 
 
 def test_usage_report(pair):
@@ -151,5 +204,11 @@ def test_cli_round_trip(pair, capsys):
     assert admin_cli.main(base + ["usage", "cli-t"]) == 0
     assert json.loads(capsys.readouterr().out)["tenant"] == "cli-t"
     assert admin_cli.main(base + ["tenants", "get", "nobody"]) == 1
+    assert "404" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="true or false"):
+        admin_cli.main(base + ["tenants", "update", "cli-t", "--set", "isolate_cache=maybe"])
+    assert admin_cli.main(base + ["keys", "create", "cli-t", "--ttl-s", "0"]) == 1  # refused, not "never expires"
+    assert "ttl_s" in capsys.readouterr().err
+    assert admin_cli.main(base + ["tenants", "get", "a/../../x"]) == 1  # one path segment, whatever it holds
     assert "404" in capsys.readouterr().err
     assert admin_cli.main(base + ["tenants", "delete", "cli-t"]) == 0

@@ -94,12 +94,45 @@ def test_without_upstream_usage_the_gateway_counts(gateway, fake, tokenizer_dir)
                                                       extra_body={"fake": {"usage": False}}))
     client(gateway, key).completions.create(model="tiny", prompt="abc", max_tokens=3,
                                             extra_body={"fake": {"usage": False}})
-    usage = wait_until(lambda: (u := admin.usage(tenant))["requests"] == 2 and u)
+    client(gateway, key).completions.create(model="tiny", prompt="abc", max_tokens=4,
+                                            extra_body={"fake": {"usage": "no_completion_tokens"}})
+    usage = wait_until(lambda: (u := admin.usage(tenant))["requests"] == 3 and u)
     # the delivered text, counted with the model's tokenizer
     expected = len(rust.encode("tok " * 6, add_special_tokens=False).ids)
     expected += len(rust.encode("tok " * 3, add_special_tokens=False).ids)
+    expected += len(rust.encode("tok " * 4, add_special_tokens=False).ids)
     assert usage["output_tokens"] == expected
     assert usage["input_tokens"] > 0
+
+
+def test_without_max_tokens_the_reservation_is_also_the_cap(gateway, fake):
+    """The tenant's default_max_tokens is reserved and sent upstream as max_tokens, so an answer never spends more
+    than admission took (the upstream would otherwise generate to the end of the context)."""
+    admin = gateway.admin
+    tenant = admin.tenant(default_max_tokens=7)
+    key = admin.key(tenant)
+    answer = client(gateway, key).chat.completions.create(model="tiny", messages=CHAT)
+    assert fake.received[-1]["max_tokens"] == 7 and answer.usage.completion_tokens == 7
+    client(gateway, key).chat.completions.create(model="tiny", messages=CHAT, max_tokens=3)
+    assert fake.received[-1]["max_tokens"] == 3
+    # Near the end of the context (max_model_len 4096), the cap is what is left of it.
+    long_prompt = client(gateway, key).completions.create(model="tiny", prompt=[1] * 4093)
+    assert fake.received[-1]["max_tokens"] == 3 and long_prompt.usage.completion_tokens == 3
+
+
+def test_x_request_id_is_echoed_or_generated_on_every_answer(gateway, fake):
+    admin = gateway.admin
+    key = admin.key(admin.tenant(rpm=1))
+    mine = {"x-request-id": "client-trace-42"}
+    ok = post(gateway, key, {"model": "tiny", "messages": CHAT}, headers=mine)
+    assert ok.status_code == 200 and ok.headers["x-request-id"] == "client-trace-42"
+    assert fake.headers[-1]["x-request-id"].startswith("req-")  # the replica gets the gateway's unique id
+    limited = post(gateway, key, {"model": "tiny", "messages": CHAT}, headers=mine)
+    assert limited.status_code == 429 and limited.headers["x-request-id"] == "client-trace-42"
+    assert post(gateway, None, {"model": "tiny", "messages": CHAT}, headers=mine).headers["x-request-id"] == \
+        "client-trace-42"
+    bad = post(gateway, key, {"model": "tiny"}, headers={"x-request-id": "has space"})
+    assert bad.status_code == 400 and bad.headers["x-request-id"].startswith("req-")  # unusable: one of ours
 
 
 def test_401(gateway):
@@ -120,6 +153,10 @@ def test_403_404(gateway):
     assert models["data"] == []
     open_key = admin.key(admin.tenant())
     assert [m.id for m in client(gateway, open_key).models.list()] == ["tiny"]
+    assert client(gateway, open_key).models.retrieve("tiny").id == "tiny"
+    with pytest.raises(openai.NotFoundError) as info:
+        client(gateway, key).models.retrieve("tiny")  # a model the tenant may not use is as unknown as any other
+    assert info.value.body["code"] == "model_not_found"
 
 
 def test_429_rate_limit_body_and_headers(gateway):
@@ -145,6 +182,7 @@ def test_429_tokens_and_too_large(gateway):
     error = assert_openai_error(response, 429, "rate_limit_exceeded")
     assert error["type"] == "tokens" and "max_tokens" in error["message"]
     assert response.headers["x-ratelimit-limit-output-tokens"] == "10"
+    assert "retry-after" not in response.headers  # waiting never helps a request larger than the bucket
     assert post(gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 8}).status_code == 200
     response = post(gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 8})
     assert_openai_error(response, 429, "rate_limit_exceeded")
@@ -338,6 +376,21 @@ def test_client_disconnect_mid_stream_settles_and_cancels_upstream(gateway, fake
     assert post(gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 1}).status_code == 200
 
 
+def test_a_client_gone_before_any_answer_is_charged_its_prompt(gateway, fake):
+    """The replica took the request in (its prefill ran) although nothing reached the client: the prompt is
+    charged, so leaving early is not a way to use replicas for free."""
+    admin = gateway.admin
+    tenant = admin.tenant()
+    key = admin.key(tenant)
+    body = {"model": "tiny", "messages": CHAT, "max_tokens": 5, "stream": True,
+            "fake": {"tokens": 5, "chunk_delay_s": 1.0}}
+    with httpx.stream("POST", gateway.url + "/v1/chat/completions", json=body, timeout=30,
+                      headers={"authorization": f"Bearer {key}"}) as response:
+        assert response.status_code == 200  # headers only: the first chunk is a second away
+    usage = wait_until(lambda: (u := admin.usage(tenant))["requests"] == 1 and u)
+    assert usage["input_tokens"] > 0 and usage["output_tokens"] == 0
+
+
 def test_upstream_timeout_is_504(fake, tokenizer_dir):
     config = gateway_config([fake.url], tokenizer_dir, upstream={"read_timeout_s": 0.3})
     with serve_gateway(config) as gw:
@@ -377,7 +430,8 @@ def test_isolated_tenant_gets_its_cache_salt(local_gateway, fake):
 
 
 def test_health_and_metrics(gateway):
-    assert httpx.get(gateway.url + "/health").json()["status"] == "ok"
+    health = httpx.get(gateway.url + "/health").json()
+    assert health == {"status": "ok", "redis": "up" if gateway.gateway.config.redis.url else "none"}
     metrics = httpx.get(gateway.url + "/metrics").text
     for name in ("sluicegate_requests_total", "sluicegate_tokens_total", "sluicegate_ratelimit_rejections_total",
                  "sluicegate_redis_up"):

@@ -4,6 +4,8 @@ reservation; a key near a limit is admitted first, so a refused request never re
 
 from __future__ import annotations
 
+import contextlib
+
 import httpx
 import redis
 
@@ -49,18 +51,26 @@ def test_a_key_far_from_its_limits_overlaps_and_is_charged_as_usual(tokenizer_di
         wait_until(lambda: inflight(gw, tenant) == 0)
 
 
+@contextlib.contextmanager
+def two_gateways(upstream_url: str, tokenizer_dir: str):
+    """Two instances on one Redis: admin changes go through the second, so the first learns of them only from
+    Redis (an instance drops its own cached copies at once when it takes an admin change)."""
+    config = gateway_config([upstream_url], tokenizer_dir, REDIS_URL)
+    with serve_gateway(config) as gw, serve_gateway(config) as other:
+        yield gw, Admin(other.url)
+
+
 def test_a_refusal_after_overlapping_cancels_the_upstream_request_and_takes_nothing(tokenizer_dir, clean_redis,
                                                                                    monkeypatch):
     monkeypatch.setattr(overlap, "MAX_VIEW_AGE_S", 60.0)  # a slow CI box must not age the view out mid-test
     upstream = SlowUpstream(["tok "] * 20, delay_s=0.05)
-    with ThreadServer(upstream.app) as up, serve_gateway(gateway_config([up.url], tokenizer_dir, REDIS_URL)) as gw:
-        admin = Admin(gw.url)
+    with ThreadServer(upstream.app) as up, two_gateways(up.url, tokenizer_dir) as (gw, admin):
         tenant = admin.tenant(rpm=1000, input_tpm=1_000_000, output_tpm=1_000_000)
         key = admin.key(tenant)
         assert chat(gw.url, key).status_code == 200  # the gateway now holds a view with ample headroom
         key_id = admin.http.get(f"/tenants/{tenant}/keys").json()["data"][0]["key_id"]
         assert admin.http.post(f"/tenants/{tenant}/keys/{key_id}/revoke").status_code == 200
-        refused = chat(gw.url, key, delay_s=0.5)  # revoked in Redis; the gateway's view does not know yet
+        refused = chat(gw.url, key, delay_s=0.5)  # revoked in Redis; the first gateway's view does not know yet
         assert refused.status_code == 401
         assert refused.json()["error"]["code"] == "invalid_api_key"
         assert metric(gw, "overlap_refusals") == 1
@@ -91,8 +101,7 @@ def test_a_tenant_changed_by_the_admin_is_sent_again_with_its_new_settings(fake,
     """The overlapped request left with the gateway's old copy of the tenant; the admission answer says the tenant
     changed (isolate_cache now on), so that request is cancelled and sent again with the new cache salt."""
     monkeypatch.setattr(overlap, "MAX_VIEW_AGE_S", 60.0)
-    with serve_gateway(gateway_config([fake.url], tokenizer_dir, REDIS_URL)) as gw:
-        admin = Admin(gw.url)
+    with two_gateways(fake.url, tokenizer_dir) as (gw, admin):
         tenant = admin.tenant(rpm=1000, input_tpm=1_000_000, output_tpm=1_000_000)
         key = admin.key(tenant)
 

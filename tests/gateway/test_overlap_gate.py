@@ -90,3 +90,15 @@ def test_a_disabled_gate_never_overlaps():
     gate = OverlapGate(False)
     gate.answered("t", "k", None, admitted())
     assert gate.allows("t", "k", 1, 1) is None
+
+
+def test_the_keys_of_one_tenant_share_its_buckets():
+    """Each key's view is the tighter of tenant and key; the tenant's own bucket is shared by all its keys, so what
+    one key's overlapped requests take must count against the others too."""
+    gate = OverlapGate(True)
+    for key in ("a", "b"):  # each key sees 8 of the tenant's 8 requests left
+        answer = admitted(requests=(8, 8))
+        answer.headroom = {base.REQUESTS: (8, 8)}
+        gate.answered("t", key, None, answer)
+    sent = [gate.allows("t", key, 1, 1) is not None for key in ("a", "b") * 4]
+    assert sent == [True] * 6 + [False] * 2  # 6 in all, not 6 per key

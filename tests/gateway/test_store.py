@@ -202,8 +202,20 @@ async def test_admissions_report_what_is_left_of_the_tenant_wide_limits(h):
     await h.settle(t, k, a, actual_in=30, actual_out=10)
     b = await h.admit(t, k, prompt=30, max_tokens=20)
     assert b.headroom == {"concurrency": (4, 3), "daily_tokens": (1000, 910), "monthly_tokens": (5000, 4910)}
-    t2, k2 = await h.tenant(rpm=60)
+    t2, k2 = await h.tenant()
     assert (await h.admit(t2, k2)).headroom == {}
+
+
+async def test_admissions_report_the_tenants_own_buckets_apart_from_the_keys(h):
+    """The tenant's buckets are shared by all its keys: the overlap gate must see them per tenant, not only the
+    tighter-of-tenant-and-key view per key."""
+    t, k = await h.tenant(rpm=60, input_tpm=1000)
+    key = await h.store.get_key(k)
+    key.rpm = 10
+    await h.store.put_key(key)
+    a = await h.admit(t, k, prompt=100, max_tokens=5)
+    assert a.buckets["requests"].limit == 10 and a.buckets["requests"].remaining == 9
+    assert a.headroom == {"requests": (60, 59), "input_tokens": (1000, 900)}
 
 
 async def test_key_limits_are_tighter(h):
@@ -239,6 +251,35 @@ async def test_model_allow_list_and_generation(h):
     await h.store.put_tenant(tenant)
     again = await h.admit(t, k, model="c")
     assert again.ok and again.tenant_gen == 2
+
+
+async def test_a_void_settlement_returns_the_reservation_and_the_request_unit(h):
+    """An admission whose reply was lost: the gateway never served it, so nothing of it stays taken or counted."""
+    t, k = await h.tenant(rpm=2, output_tpm=100, daily_tokens=1000)
+    a = await h.admit(t, k, prompt=10, max_tokens=50)
+    await h.store.settle(Settlement(t, k, "m", a.request_id, 10, a.reserved_out, 0, 0, a.day, a.month,
+                                    kind=base.VOID))
+    b = await h.admit(t, k, prompt=10, max_tokens=50)
+    assert b.buckets["requests"].remaining == 1 and b.buckets["output_tokens"].remaining == 50
+    assert b.headroom["daily_tokens"] == (1000, 940)
+    assert a.day not in await h.store.usage(t, [a.day])
+
+
+async def test_a_record_settlement_counts_usage_and_spend_once(h):
+    """A request served on a gateway's local buckets while Redis was down is recorded when it is back: usage and
+    budget spend, no bucket (that minute has passed); a resend after a lost reply counts nothing more (Redis)."""
+    t, k = await h.tenant(output_tpm=100, daily_tokens=1000)
+    first = await h.admit(t, k, prompt=1, max_tokens=1)
+    day = first.day
+    record = Settlement(t, k, "m", "fallback-1", 0, 0, 30, 20, day, first.month, kind=base.RECORD)
+    await h.store.settle(record)
+    if h.kind == "redis":
+        await h.store.settle(Settlement(**{**record.__dict__, "replay": True}))
+    usage = (await h.store.usage(t, [day]))[day]
+    assert (usage["requests"], usage["input_tokens"], usage["output_tokens"]) == (1, 30, 20)
+    after = await h.admit(t, k, prompt=10, max_tokens=10)
+    assert after.headroom["daily_tokens"] == (1000, 1000 - 2 - 50 - 20)
+    assert after.buckets["output_tokens"].remaining == 100 - 1 - 10
 
 
 async def test_usage_per_model_and_key(h):

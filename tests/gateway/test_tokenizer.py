@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
 import pytest
 
 from gateway.errors import ApiError
@@ -57,3 +58,24 @@ def test_content_parts_and_bad_messages(tokenizers):
     with pytest.raises(ApiError) as info:
         ours.render_chat([{"content": "no role"}])
     assert info.value.status == 400 and info.value.param == "messages"
+
+
+@pytest.mark.parametrize("text", ["", "a", "hello world " * 500, "héllo wörld ✓ 你好 " * 300, " " * 5000,
+                                  "<|eot_id|>" * 400, "x" * 20_000, "\u00e9\u0301" * 2000])
+def test_min_tokens_is_a_lower_bound(tokenizers, text):
+    ours, _ = tokenizers
+    assert ours.min_tokens(text) <= len(ours.encode_now(text, False)) and ours.min_tokens(text) >= 0
+
+
+def test_a_prompt_too_long_by_its_length_alone_is_refused_unencoded(local_gateway, monkeypatch):
+    def no_encoding(*args, **kwargs):
+        raise AssertionError("a prompt that cannot fit was encoded")
+
+    monkeypatch.setattr(PromptTokenizer, "encode", no_encoding)
+    key = local_gateway.admin.key(local_gateway.admin.tenant())
+    for body in ({"messages": [{"role": "user", "content": "word " * 300_000}]}, {"prompt": "word " * 300_000}):
+        path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
+        response = httpx.post(local_gateway.url + path, headers={"authorization": f"Bearer {key}"}, timeout=30,
+                              json={"model": "tiny", "max_tokens": 1, **body})
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["code"] == "context_length_exceeded"

@@ -32,19 +32,22 @@ class ConsistentHashPolicy:
         self.max_load_slack_requests = max_load_slack_requests
         self.hash_key_blocks = hash_key_blocks
         self.virtual_nodes = virtual_nodes
-        self._ring_names: tuple[str, ...] = ()
+        self._ring_names: set[str] = set()
         self._ring: list[tuple[int, str]] = []  # sorted (point, replica name)
 
     def choose(self, request: PolicyRequest, candidates: Sequence[Candidate]) -> Choice:
-        self._ensure_ring(tuple(c.name for c in candidates))
         position = {c.name: i for i, c in enumerate(candidates)}
+        self._ensure_ring(position)
         cap = load_cap(candidates, self.max_load_ratio, self.max_load_slack_requests)
         start = bisect.bisect_left(self._ring, (self._key(request), ""))
+        first = True
         for step in range(len(self._ring)):
-            name = self._ring[(start + step) % len(self._ring)][1]
-            index = position[name]
+            index = position.get(self._ring[(start + step) % len(self._ring)][1])
+            if index is None:  # not a candidate now (excluded for a retry, breaker open): its points are skipped
+                continue
             if candidates[index].load.inflight_requests + 1 <= cap:
-                return Choice(index=index, reason="hash" if step == 0 else "load")
+                return Choice(index=index, reason="hash" if first else "load")
+            first = False
         lightest = min(range(len(candidates)), key=lambda i: candidates[i].load.inflight_requests)
         return Choice(index=lightest, reason="load")
 
@@ -56,10 +59,12 @@ class ConsistentHashPolicy:
         # Re-mixed: block hashes are uniform already, but ids from other sources (trace replays) need not be.
         return xxhash.xxh3_64_intdigest(key.to_bytes(8, "little", signed=False))
 
-    def _ensure_ring(self, names: tuple[str, ...]) -> None:
-        if names == self._ring_names:
+    def _ensure_ring(self, names) -> None:
+        """The ring holds every candidate (skipping a replica's points is the same as a ring without it), so it is
+        rebuilt only when a replica it lacks appears, not each time the candidate set shrinks and grows back."""
+        if self._ring_names.issuperset(names):
             return
-        self._ring_names = names
+        self._ring_names = set(names)
         self._ring = sorted(
             (xxhash.xxh3_64_intdigest(f"{name}#{v}".encode()), name)
             for name in names

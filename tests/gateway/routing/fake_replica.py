@@ -33,6 +33,7 @@ class FakeReplica:
         self._seq = 0
         self._log: list[tuple[int, str, list[int]]] = []  # (seq, kind, hashes) after each connection's snapshot
         self._epoch = 0  # bumped to cut every open feed connection
+        self._silent_epoch = -1  # connections of this epoch hang instead of closing
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.url = ""
@@ -55,6 +56,13 @@ class FakeReplica:
 
     def cut_connections(self) -> None:
         with self._lock:
+            self._epoch += 1
+
+    def silence_connections(self) -> None:
+        """The open feed connections go quiet without closing, not even keep-alives (a host cut off by the network);
+        new connections are served as usual."""
+        with self._lock:
+            self._silent_epoch = self._epoch
             self._epoch += 1
 
     # -- server ------------------------------------------------------------------------------------------------------
@@ -115,10 +123,14 @@ class FakeReplica:
                 idle_polls = 0
                 while True:
                     with self._lock:
-                        if self._epoch != epoch:
+                        silent = epoch == self._silent_epoch
+                        if self._epoch != epoch and not silent:
                             return
                         new = self._log[cursor:]
                         cursor = len(self._log)
+                    if silent:
+                        await asyncio.sleep(0.05)
+                        continue
                     for seq, kind, hashes in new:
                         data = json.dumps({"seq": seq, "block_hashes": self._encode(hashes)})
                         yield f"event: {kind}\ndata: {data}\n\n"

@@ -47,6 +47,21 @@ def test_a_trial_whose_client_left_frees_the_slot():
     breaker = CircuitBreaker(failure_threshold=1, open_s=1, clock=clock)
     breaker.record_failure()
     clock.now_s = 1
-    breaker.on_routed()
-    breaker.record_neutral()
+    trial = breaker.on_routed()
+    breaker.record_neutral(trial)
     assert breaker.state == HALF_OPEN and breaker.allows()
+
+
+def test_an_older_request_ending_neutral_keeps_the_trial_slot_taken():
+    clock = Clock()
+    breaker = CircuitBreaker(failure_threshold=2, open_s=1, clock=clock)
+    older = breaker.on_routed()  # routed while closed
+    breaker.record_failure()
+    breaker.record_failure()
+    clock.now_s = 1
+    trial = breaker.on_routed()
+    assert trial and not older
+    breaker.record_neutral(older)  # its client went away: says nothing, and is not the trial
+    assert breaker.state == HALF_OPEN and not breaker.allows()
+    breaker.record_neutral(trial)
+    assert breaker.allows()

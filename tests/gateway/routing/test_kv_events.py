@@ -7,6 +7,7 @@ import asyncio
 import httpx
 import pytest
 
+from gateway.routing import kv_events
 from gateway.routing.kv_events import FeedResync, FeedState, KvEvent, KvEventsSubscriber, parse_event
 from gateway.routing.prefix_index import PreciseIndex
 from tests.gateway.routing.conftest import wait_until
@@ -81,6 +82,23 @@ async def test_a_dropped_connection_clears_then_resyncs(fake_replicas):
         replica.store([9])  # happens while the router is not listening: only the snapshot can tell
         await wait_until(lambda: replica.feed_connections == 2 and feed.blocks() == {7, 8, 9}, what="resync")
         assert feed.connected
+    finally:
+        await feed.close()
+
+
+async def test_a_feed_gone_silent_clears_then_resyncs(fake_replicas, monkeypatch):
+    """A replica host cut off by the network leaves the connection open and quiet: with no keep-alive for
+    SILENT_FEED_S the feed is dead, its blocks leave the index, and the subscriber resubscribes."""
+    monkeypatch.setattr(kv_events, "SILENT_FEED_S", 0.5)
+    replica = fake_replicas()
+    replica.store([1, 2])
+    feed = Feed(replica.url)
+    try:
+        await wait_until(lambda: feed.blocks() == {1, 2}, what="snapshot")
+        replica.silence_connections()
+        replica.store([3])  # only a new snapshot can tell
+        await wait_until(lambda: feed.resyncs == ["ReadTimeout"], what="the silence noticed")
+        await wait_until(lambda: replica.feed_connections == 2 and feed.blocks() == {1, 2, 3}, what="resync")
     finally:
         await feed.close()
 

@@ -66,6 +66,19 @@ def test_consistent_hash_moves_few_keys_when_a_replica_leaves():
     assert moved == sum(a == "r3" for a in four)  # only r3's keys move
 
 
+def test_consistent_hash_over_a_subset_matches_a_ring_of_that_subset_without_a_rebuild():
+    shared = ConsistentHashPolicy(virtual_nodes=64)
+    requests = [PolicyRequest(100, 1, [key], 16) for key in range(0, 4000, 37)]
+    full, subset = pool(0, 0, 0, 0), [c for c in pool(0, 0, 0, 0) if c.name != "r1"]  # r1 excluded for a retry
+    shared.choose(requests[0], full)
+    ring = shared._ring
+    on_subset = [subset[shared.choose(r, subset).index].name for r in requests]
+    fresh = ConsistentHashPolicy(virtual_nodes=64)
+    assert on_subset == [subset[fresh.choose(r, subset).index].name for r in requests]
+    shared.choose(requests[0], full)
+    assert shared._ring is ring  # the ring was built once for all four
+
+
 def test_prefix_affinity_goes_where_the_prefix_is():
     policy = PrefixAffinityPolicy()
     choice = policy.choose(REQUEST, pool(2, 2, 2, matched=(0, 8, 3)))
