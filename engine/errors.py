@@ -38,7 +38,7 @@ class RequestTooLargeError(RequestError):
         super().__init__(
             f"The request needs {num_blocks_needed} KV-cache blocks for {num_tokens} tokens but the cache has "
             f"{num_blocks_total} in all; it can never run. Lower max_tokens or give the engine more KV memory "
-            "(--kv-cache-memory).",
+            "(--kv-cache-memory-bytes or --num-kv-blocks).",
             param="max_tokens",
         )
 

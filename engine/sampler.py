@@ -7,6 +7,7 @@ batch; unseeded rows share the engine's generator in one draw.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -21,7 +22,7 @@ _GREEDY_EPS = 1e-5
 class SamplingRow:
     params: SamplingParams
     generator: torch.Generator | None
-    output_token_ids: list[int]  # for penalties
+    output_token_ids: list[int]  # for penalties: the sequence's own list (Sequence.output_ids), see _OutputCounts
     suppressed_token_ids: list[int]  # EOS / stop tokens while under min_tokens
 
 
@@ -35,6 +36,7 @@ class Sampler:
     def __init__(self, device: torch.device, seed: int):
         self.device = device
         self.generator = torch.Generator(device=device).manual_seed(seed)
+        self._output_counts = _OutputCounts()
 
     def __call__(self, logits: torch.Tensor, rows: list[SamplingRow]) -> SampleResult:
         """logits: [R, V] fp32, one row per SamplingRow."""
@@ -43,6 +45,8 @@ class Sampler:
         self._suppress(logits, rows)
         if any(p.has_penalties for p in params):
             self._apply_penalties(logits, rows, vocab)
+        else:
+            self._output_counts.forget()  # no penalized sequence is in this step
         want_logprobs = [p.logprobs for p in params]
         logprobs = torch.log_softmax(logits, dim=-1) if any(k is not None for k in want_logprobs) else None
 
@@ -63,15 +67,7 @@ class Sampler:
 
     def _apply_penalties(self, logits: torch.Tensor, rows: list[SamplingRow], vocab: int) -> None:
         # OpenAI semantics: logit -= frequency_penalty * count + presence_penalty * (count > 0), over output tokens.
-        max_len = max(len(r.output_token_ids) for r in rows)
-        if max_len == 0:
-            return
-        padded = torch.full((len(rows), max_len), vocab, dtype=torch.long)  # index `vocab` is a discard column
-        for i, r in enumerate(rows):
-            padded[i, : len(r.output_token_ids)] = torch.tensor(r.output_token_ids, dtype=torch.long)
-        counts = torch.zeros(len(rows), vocab + 1, device=logits.device)
-        counts.scatter_add_(1, padded.to(logits.device), torch.ones_like(padded, dtype=counts.dtype, device=logits.device))
-        counts = counts[:, :vocab]
+        counts = self._output_counts.update([r.output_token_ids for r in rows], vocab, logits.device)
         freq = torch.tensor([r.params.frequency_penalty for r in rows], device=logits.device)[:, None]
         pres = torch.tensor([r.params.presence_penalty for r in rows], device=logits.device)[:, None]
         logits -= freq * counts + pres * (counts > 0).float()
@@ -84,10 +80,18 @@ class Sampler:
         scaled = self._truncate(scaled, [r.params for r in rows])
         probs = torch.softmax(scaled, dim=-1)
         race = torch.empty_like(probs)
-        race.exponential_(generator=self.generator)
-        for i, row in enumerate(rows):
-            if row.generator is not None:
-                race[i].exponential_(generator=row.generator)
+        unseeded = [i for i, row in enumerate(rows) if row.generator is None]
+        if len(unseeded) == len(rows):
+            race.exponential_(generator=self.generator)
+        else:
+            # A seeded row draws only from its own generator; the engine's draws only for the others.
+            if unseeded:
+                race[torch.tensor(unseeded, device=race.device)] = torch.empty(
+                    len(unseeded), race.shape[1], device=race.device
+                ).exponential_(generator=self.generator)
+            for i, row in enumerate(rows):
+                if row.generator is not None:
+                    race[i].exponential_(generator=row.generator)
         return (probs / race).argmax(dim=-1)
 
     def probs(self, logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
@@ -111,7 +115,10 @@ class Sampler:
         drop = rank >= k
         sorted_probs = torch.softmax(sorted_logits.masked_fill(drop, float("-inf")), dim=-1)
         cumulative = sorted_probs.cumsum(dim=-1)
-        drop |= (cumulative - sorted_probs) > torch.tensor(top_p, device=device)[:, None]  # keeps the first token
+        # Keeps the first token. Rows without top-p keep every token: their cumulative sum can round past 1.0
+        # before the tail, so the threshold 1.0 would cut some.
+        top_p_threshold = torch.tensor([p if p < 1.0 else math.inf for p in top_p], device=device)[:, None]
+        drop |= (cumulative - sorted_probs) > top_p_threshold
         drop |= sorted_probs < torch.tensor(min_p, device=device)[:, None] * sorted_probs[:, :1]
         sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
         return torch.empty_like(scaled).scatter_(1, order, sorted_logits)
@@ -122,13 +129,56 @@ class Sampler:
     ) -> list[TokenLogprob | None]:
         if logprobs is None:
             return [None] * len(token_ids)
-        max_k = max(k for k in want if k is not None)
-        rows = torch.tensor([i for i, k in enumerate(want) if k is not None])
-        chosen = logprobs[rows, torch.tensor([token_ids[i] for i in rows.tolist()])].tolist()
-        top_values, top_ids = (logprobs[rows].topk(max_k, dim=-1) if max_k else (None, None))
+        rows = [i for i, k in enumerate(want) if k is not None]
+        row_index = torch.tensor(rows, device=logprobs.device)
+        chosen_ids = torch.tensor([token_ids[i] for i in rows], device=logprobs.device)
+        # One host transfer per tensor (each is a device sync), then plain list slicing per row.
+        chosen = logprobs[row_index, chosen_ids].tolist()
+        top_values, top_ids = logprobs[row_index].topk(max(want[i] for i in rows), dim=-1)
+        top_values, top_ids = top_values.tolist(), top_ids.tolist()
         out: list[TokenLogprob | None] = [None] * len(token_ids)
-        for j, i in enumerate(rows.tolist()):
+        for j, i in enumerate(rows):
             k = want[i]
-            top = list(zip(top_ids[j, :k].tolist(), top_values[j, :k].tolist())) if k else []
-            out[i] = TokenLogprob(token_ids[i], chosen[j], top)
+            out[i] = TokenLogprob(token_ids[i], chosen[j], list(zip(top_ids[j][:k], top_values[j][:k])))
         return out
+
+
+class _OutputCounts:
+    """Output-token counts per sampling row, carried from step to step: a step counts only the tokens each sequence
+    added since the last (one, or a few after speculation), not its whole output again.
+
+    A sequence is known by its output list, which the engine passes as is (Sequence.output_ids: one list per
+    sequence, only ever appended to; each fork has its own). The list is kept while followed, so its id() cannot
+    pass to another list. A sequence missing from a step (finished, preempted, left out of the batch) is forgotten,
+    which bounds the memory to one batch; if it comes back it is counted from its list again, once."""
+
+    def __init__(self):
+        self._counts: torch.Tensor | None = None  # [rows of the last step, V] on the device
+        self._rows: dict[int, tuple[list[int], int, int]] = {}  # id(list) -> (list, row in _counts, tokens counted)
+
+    def update(self, outputs: list[list[int]], vocab: int, device: torch.device) -> torch.Tensor:
+        """Counts [len(outputs), vocab] of this step's rows, in their order."""
+        kept_rows, old_rows, token_rows, token_ids = [], [], [], []
+        rows = {}
+        for i, tokens in enumerate(outputs):
+            known = self._rows.get(id(tokens))
+            num_counted = 0
+            if known is not None and known[2] <= len(tokens):  # a list that shrank is not a sequence's: recount
+                kept_rows.append(i)
+                old_rows.append(known[1])
+                num_counted = known[2]
+            new_tokens = tokens[num_counted:]
+            token_rows += [i] * len(new_tokens)
+            token_ids += new_tokens
+            rows[id(tokens)] = (tokens, i, len(tokens))
+        counts = torch.zeros(len(outputs), vocab, device=device)
+        if kept_rows:
+            counts[torch.tensor(kept_rows, device=device)] = self._counts[torch.tensor(old_rows, device=device)]
+        if token_ids:
+            index = (torch.tensor(token_rows, device=device), torch.tensor(token_ids, device=device))
+            counts.index_put_(index, torch.ones(len(token_ids), device=device), accumulate=True)
+        self._counts, self._rows = counts, rows
+        return counts
+
+    def forget(self) -> None:
+        self._counts, self._rows = None, {}

@@ -27,7 +27,14 @@ from opentelemetry import context as otel_context
 from engine.errors import RequestError
 from engine.outputs import RequestOutput
 from engine.sampling_params import SamplingParams
-from engine.server.errors import EngineUnavailableError, InternalServerError, OverloadedError, from_request_error
+from engine.server.errors import (
+    APIError,
+    EngineUnavailableError,
+    InternalServerError,
+    InvalidRequestError,
+    OverloadedError,
+    from_request_error,
+)
 from engine.server.kv_events import KVEventHub, SequencedEvent, Snapshot
 from engine.server.metrics import ServerMetrics
 from sluicegate import tracing
@@ -141,6 +148,7 @@ class AsyncEngine:
         self.metrics = metrics
         self.kv_hub = kv_hub
         self.max_waiting_requests = max_waiting_requests
+        self.max_num_seqs: int = engine.config.max_num_seqs
         self.retry_after_s = retry_after_s
         self.on_fatal = on_fatal
         self.dead: BaseException | None = None
@@ -160,14 +168,17 @@ class AsyncEngine:
         self._loop = asyncio.get_running_loop()
         self._thread.start()
 
-    async def stop(self, timeout_s: float = 10.0) -> None:
+    async def stop(self, error: APIError | None = None, timeout_s: float = 10.0) -> None:
+        """Stop the engine thread; every unfinished request (streams and adds not yet taken) fails with `error`."""
         self._commands.put(_STOP)
         await asyncio.to_thread(self._thread.join, timeout_s)
         # Whatever the drain did not finish gets an error now rather than waiting forever.
-        error = EngineUnavailableError()
+        error = error or EngineUnavailableError()
         for stream in {stream for stream, _ in self._streams.values()}:
             stream.fail(error)
         self._streams.clear()
+        for future in list(self._pending_futures):
+            self._resolve(future, exc=error)
 
     @property
     def alive(self) -> bool:
@@ -181,14 +192,26 @@ class AsyncEngine:
         cache_salt: str,
         arrival_time_s: float,
     ) -> OutputStream:
-        """Admit one HTTP request's prompts. Raises OverloadedError (queue full), InvalidRequestError (the engine
-        refused it, e.g. too long) or EngineUnavailableError."""
+        """Admit one HTTP request's prompts. Raises OverloadedError (queue full), InvalidRequestError (more prompts
+        than could ever be admitted, or the engine refused it, e.g. too long) or EngineUnavailableError."""
         self._check_alive()
-        num_waiting = (self.metrics.stats.num_waiting if self.metrics.stats else 0) + self._num_pending_adds
-        if num_waiting + len(prompts) > self.max_waiting_requests:
+        # Counted in engine requests (one per prompt). Free batch seats take queued requests at the next step, so
+        # only what is beyond them really waits: at most max_num_seqs + max_waiting_requests are ever queued.
+        max_admissible = self.max_num_seqs + self.max_waiting_requests
+        if len(prompts) > max_admissible:
+            # Not a 503: even an idle replica could never take it, so a retry would fail the same way.
+            self.metrics.request_rejected("too_many_prompts")
+            raise InvalidRequestError(
+                f"{len(prompts)} prompts can never be admitted: this replica takes at most {max_admissible} at once "
+                f"(max_num_seqs {self.max_num_seqs} + max_waiting_requests {self.max_waiting_requests}).",
+                param="prompt",
+            )
+        num_queued, num_free_seats = self._queue_state()
+        if num_queued + len(prompts) - num_free_seats > self.max_waiting_requests:
             self.metrics.request_rejected("queue_full")
             raise OverloadedError(
-                f"The waiting queue is full ({num_waiting} waiting, limit {self.max_waiting_requests}); retry later.",
+                f"The waiting queue is full ({num_queued} queued for {num_free_seats} free batch seats, waiting "
+                f"limit {self.max_waiting_requests}); retry later.",
                 self.retry_after_s,
             )
         stream = OutputStream(request_ids, arrival_time_s, self.metrics)
@@ -219,6 +242,15 @@ class AsyncEngine:
         return await future
 
     # -- event-loop internals ---------------------------------------------------------------------------------------
+
+    def _queue_state(self) -> tuple[int, int]:
+        """(requests not yet in the batch, free batch seats) as of the latest step."""
+        stats = self.metrics.stats
+        if stats is None:
+            return self._num_pending_adds, self.max_num_seqs
+        # Everything already waiting (new or preempted) and swapped out takes free seats before a new request does.
+        num_queued = stats.num_waiting + stats.num_swapped + self._num_pending_adds
+        return num_queued, max(0, self.max_num_seqs - stats.num_running)
 
     def _check_alive(self) -> None:
         if not self.alive:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import ast
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import inspect
@@ -26,16 +27,27 @@ import uvicorn
 from engine.config import EngineConfig
 from engine.server.app import create_app
 from engine.server.config import ServerConfig
+from engine.server.errors import OverloadedError
 from sluicegate import tracing
 
 logger = logging.getLogger(__name__)
 
+_DRAIN_POLL_S = 0.05
+_SHUTDOWN_GRACE_S = 5.0
+
 
 class ReplicaServer(uvicorn.Server):
-    """uvicorn.Server that drains on SIGTERM and exits non-zero when the engine loop dies."""
+    """uvicorn.Server that drains on SIGTERM and exits non-zero when the engine loop dies.
+
+    Draining (SIGTERM or SIGINT): the socket stays open, so routers see /health 503 and new requests get 503 with
+    Retry-After rather than a refused connection; requests in flight run to completion for up to drain_timeout_s.
+    Past that the engine stops and what is still open ends with an error (a stream: an error event, then [DONE]).
+    Only then does uvicorn shut down. A second signal skips the rest of the drain.
+    """
 
     def __init__(self, llm_engine, config: ServerConfig):
         self.exit_code = 0
+        self.drain_timeout_s = config.drain_timeout_s
         self.app = create_app(llm_engine, config, on_fatal=self._on_fatal)
         super().__init__(
             uvicorn.Config(
@@ -43,11 +55,13 @@ class ReplicaServer(uvicorn.Server):
                 host=config.host,
                 port=config.port,
                 log_level=config.log_level,
-                timeout_graceful_shutdown=config.drain_timeout_s,
+                # The drain already waited; this only bounds the responses that end once the engine stopped.
+                timeout_graceful_shutdown=_SHUTDOWN_GRACE_S,
                 lifespan="on",
             )
         )
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._drain_future: concurrent.futures.Future | None = None
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
@@ -69,9 +83,32 @@ class ReplicaServer(uvicorn.Server):
 
     def handle_exit(self, sig, frame) -> None:
         # Signal handlers run between bytecodes; touch loop state only from the loop itself.
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self.app.state.replica.begin_drain)
-        super().handle_exit(sig, frame)
+        if self._loop is None or self._drain_future is not None:
+            super().handle_exit(sig, frame)  # not serving yet, or a second signal: stop now
+            return
+        self._drain_future = asyncio.run_coroutine_threadsafe(self._drain(), self._loop)
+
+    async def _drain(self) -> None:
+        replica = self.app.state.replica
+        replica.begin_drain()
+        try:
+            await asyncio.wait_for(self._requests_done(), self.drain_timeout_s)
+        except TimeoutError:
+            logger.warning("drain timeout (%g s) ran out: ending the requests still in flight", self.drain_timeout_s)
+            await replica.engine.stop(
+                OverloadedError(
+                    f"This replica shut down before the request finished (drain timeout {self.drain_timeout_s:g} s); "
+                    "retry on another.",
+                    replica.config.retry_after_s,
+                )
+            )
+        finally:
+            self.should_exit = True  # whatever happened above, the process must not linger
+
+    async def _requests_done(self) -> None:
+        # uvicorn holds one task per HTTP request being served, until its response (a stream too) is complete.
+        while self.server_state.tasks:
+            await asyncio.sleep(_DRAIN_POLL_S)
 
     def _on_fatal(self, exc: BaseException) -> None:
         self.exit_code = 1

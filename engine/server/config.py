@@ -11,13 +11,14 @@ class ServerConfig:
     """Address to listen on; 0.0.0.0 to serve other machines."""
     port: int = 8100
     max_waiting_requests: int = 256
-    """Requests allowed to wait for a batch slot; beyond it new requests get 503 with Retry-After."""
+    """Requests allowed to wait once free batch seats (max_num_seqs) are taken; beyond it new requests get 503 with
+    Retry-After."""
     retry_after_s: int = 1
     """Retry-After sent with a 503 when the waiting queue is full or the replica is draining."""
     max_request_body_bytes: int = 8 << 20
     """Larger bodies get 413 before they are parsed."""
     drain_timeout_s: float = 30.0
-    """On SIGTERM: stop admitting, let in-flight requests finish for up to this long, then exit."""
+    """On SIGTERM: stop admitting, let in-flight requests finish for up to this long, end the rest, then exit."""
     log_level: str = "info"
 
     def __post_init__(self) -> None:

@@ -91,7 +91,7 @@ def from_request_error(exc: RequestError) -> InvalidRequestError:
     if isinstance(exc, ContextLengthError):
         code = "context_length_exceeded"
     elif isinstance(exc, RequestTooLargeError):
-        code = "request_too_large"
+        code = "kv_cache_capacity_exceeded"  # not 413's request_too_large: the body is fine, the cache is small
     else:
         code = None
     return InvalidRequestError(str(exc), param=exc.param, code=code)

@@ -22,12 +22,14 @@ MAX_STOP_STRINGS = 64
 MAX_STOP_CHARS = 4096  # each stop string; the streamed hold-back is at most this long
 MAX_STOP_TOKEN_IDS = 1024  # every generated token is checked against them
 _SEED_MIN, _SEED_MAX = -(1 << 63), (1 << 63) - 1  # choice i samples with seed + i: stay inside torch's range
+# /v1/completions without max_tokens generates this many, as OpenAI and vLLM do; chat runs up to the context.
+COMPLETION_DEFAULT_MAX_TOKENS = 16
 
 _SAMPLING_FIELDS = {
     "model", "n", "stop", "seed", "temperature", "top_p", "max_tokens", "presence_penalty", "frequency_penalty",
     "stream", "stream_options", "user", "top_k", "min_p", "ignore_eos", "min_tokens", "stop_token_ids", "cache_salt",
 }  # fmt: skip
-_COMPLETION_FIELDS = _SAMPLING_FIELDS | {"prompt", "logprobs"}
+_COMPLETION_FIELDS = _SAMPLING_FIELDS | {"prompt", "logprobs", "best_of"}
 _CHAT_FIELDS = _SAMPLING_FIELDS | {"messages", "logprobs", "top_logprobs", "max_completion_tokens"}
 
 # Fields accepted only when absent or at a value that changes nothing.
@@ -83,7 +85,11 @@ def parse_completion(body: dict) -> GenerateRequest:
     if "prompt" not in body:
         raise InvalidRequestError("Missing required parameter: 'prompt'.", param="prompt")
     logprobs = _opt_int(body, "logprobs", 0, MAX_LOGPROBS)
-    request = _parse_generate(body, logprobs, max_tokens_field="max_tokens")
+    request = _parse_generate(body, logprobs, "max_tokens", default_max_tokens=COMPLETION_DEFAULT_MAX_TOKENS)
+    best_of = _opt_int(body, "best_of", 1, MAX_N)
+    if best_of is not None and best_of != request.params.n:  # best_of == n returns every sample: that is n
+        raise InvalidRequestError(f"best_of must equal n ({request.params.n}): returning the best of more samples "
+                                  "than are returned is not supported.", param="best_of")
     request.prompts = _prompts(body["prompt"])
     return request
 
@@ -97,8 +103,10 @@ def parse_chat(body: dict) -> GenerateRequest:
     if top_logprobs is not None and not want_logprobs:
         raise InvalidRequestError("top_logprobs requires logprobs to be true.", param="top_logprobs")
     logprobs = (top_logprobs or 0) if want_logprobs else None
+    # max_completion_tokens (OpenAI's current name) wins when both are given, but a bad max_tokens is still a 400.
+    _opt_int(body, "max_tokens", 1, None)
     field = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
-    request = _parse_generate(body, logprobs, max_tokens_field=field)
+    request = _parse_generate(body, logprobs, field, default_max_tokens=None)
     request.messages = parse_messages(body["messages"])
     return request
 
@@ -146,7 +154,9 @@ def token_ids(value, param: str, vocab_size: int, allow_empty: bool = False) -> 
 # -- internals ------------------------------------------------------------------------------------------------------
 
 
-def _parse_generate(body: dict, logprobs: int | None, max_tokens_field: str) -> GenerateRequest:
+def _parse_generate(
+    body: dict, logprobs: int | None, max_tokens_field: str, default_max_tokens: int | None
+) -> GenerateRequest:
     stream = _opt_bool(body, "stream", False)
     stream_options = body.get("stream_options")
     include_usage = False
@@ -157,7 +167,7 @@ def _parse_generate(body: dict, logprobs: int | None, max_tokens_field: str) -> 
             raise InvalidRequestError("stream_options supports only 'include_usage'.", param="stream_options")
         include_usage = _opt_bool(stream_options, "include_usage", False, param="stream_options.include_usage")
     _opt_str(body, "user")
-    params = _sampling_params(body, logprobs, max_tokens_field)
+    params = _sampling_params(body, logprobs, max_tokens_field, default_max_tokens)
     return GenerateRequest(
         model=_opt_str(body, "model"),
         params=params,
@@ -167,8 +177,12 @@ def _parse_generate(body: dict, logprobs: int | None, max_tokens_field: str) -> 
     )
 
 
-def _sampling_params(body: dict, logprobs: int | None, max_tokens_field: str) -> SamplingParams:
+def _sampling_params(
+    body: dict, logprobs: int | None, max_tokens_field: str, default_max_tokens: int | None
+) -> SamplingParams:
+    """`default_max_tokens` applies when the client sends none; None there means up to the context length."""
     n = _opt_int(body, "n", 1, MAX_N)
+    max_tokens = _opt_int(body, max_tokens_field, 1, None)
     kwargs = {
         "n": 1 if n is None else n,
         "temperature": _opt_float(body, "temperature", 1.0),
@@ -176,7 +190,7 @@ def _sampling_params(body: dict, logprobs: int | None, max_tokens_field: str) ->
         "top_k": _opt_int(body, "top_k", -1, None) or 0,
         "min_p": _opt_float(body, "min_p", 0.0),
         "seed": _opt_int(body, "seed", _SEED_MIN, _SEED_MAX),
-        "max_tokens": _opt_int(body, max_tokens_field, 1, None),
+        "max_tokens": default_max_tokens if max_tokens is None else max_tokens,
         "min_tokens": _opt_int(body, "min_tokens", 0, None) or 0,
         "stop": _stop(body.get("stop")),
         "stop_token_ids": _opt_int_list(body, "stop_token_ids"),
@@ -197,10 +211,16 @@ def _check_fields(body: dict, supported: set[str]) -> None:
         if name in supported:
             continue
         if name in _DEFAULT_ONLY:
-            if value is None or value in _DEFAULT_ONLY[name]:
+            if value is None or any(_same_json(value, default) for default in _DEFAULT_ONLY[name]):
                 continue
             raise InvalidRequestError(f"'{name}' is not supported by this server.", param=name, code="unsupported")
         raise InvalidRequestError(f"Unrecognized request argument supplied: {name}", param=name)
+
+
+def _same_json(value, default) -> bool:
+    # Python has 0 == False and -0.0 == False, so `echo: 0` would pass a plain `==`. The defaults nest only strings,
+    # which `==` already compares strictly.
+    return type(value) is type(default) and value == default
 
 
 def _prompts(value) -> list[str | list[int]]:

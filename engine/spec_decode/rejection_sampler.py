@@ -144,14 +144,24 @@ def _random_draws(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Uniforms [S, k] for the accept tests and Exp(1) draws [S, V] for the one categorical sample per row."""
     num_seqs, k, vocab_size = shape
-    uniforms = torch.rand(num_seqs, k, device=device, generator=generator)
-    exponentials = torch.empty(num_seqs, vocab_size, device=device).exponential_(generator=generator)
+    uniforms = torch.zeros(num_seqs, k, device=device)
+    exponentials = torch.empty(num_seqs, vocab_size, device=device)
     seeded = [(s, g) for s, g in enumerate(generators or ()) if g is not None]
-    if seeded:
+    if not seeded:
+        uniforms.uniform_(generator=generator)
+        exponentials.exponential_(generator=generator)
+    else:
+        # `generator` draws only for the unseeded rows. A seeded row's uniforms past its drafts stay 0: padding,
+        # never accepted.
+        unseeded = [s for s, g in enumerate(generators) if g is None]
+        if unseeded:
+            rows = torch.tensor(unseeded, device=device)
+            uniforms[rows] = torch.rand(len(unseeded), k, device=device, generator=generator)
+            exponentials[rows] = torch.empty(len(unseeded), vocab_size, device=device).exponential_(generator=generator)
         counts = num_draft_tokens.tolist()  # one host sync, only when some row is seeded
-        for s, generator in seeded:
-            uniforms[s, : counts[s]] = torch.rand(counts[s], device=device, generator=generator)
-            exponentials[s].exponential_(generator=generator)
+        for s, seeded_generator in seeded:
+            uniforms[s, : counts[s]] = torch.rand(counts[s], device=device, generator=seeded_generator)
+            exponentials[s].exponential_(generator=seeded_generator)
     # Exp(1) can round to 0.0; w / 0 would be inf (or nan for w = 0) and win the race regardless of w.
     return uniforms, exponentials.clamp_min_(torch.finfo(exponentials.dtype).tiny)
 

@@ -150,3 +150,113 @@ def test_preempted_sequence_outgrowing_the_budget_still_runs_without_chunked_pre
     outs = llm.generate(prompts, SamplingParams(temperature=0.0, max_tokens=30, ignore_eos=True))
     assert all(len(o.outputs[0].token_ids) == 30 for o in outs)
     assert llm.engine.stats().num_preemptions_total > 0
+
+
+def _penalized_logits(sampler: Sampler, rows: list[SamplingRow], vocab: int) -> torch.Tensor:
+    logits = torch.zeros(len(rows), vocab)
+    sampler._apply_penalties(logits, rows, vocab)
+    return logits
+
+
+def _expected_penalized_logits(rows: list[SamplingRow], vocab: int) -> torch.Tensor:
+    counts = torch.stack([torch.bincount(torch.tensor(r.output_token_ids, dtype=torch.long), minlength=vocab)
+                          for r in rows]).float()  # fmt: skip
+    freq = torch.tensor([r.params.frequency_penalty for r in rows])[:, None]
+    pres = torch.tensor([r.params.presence_penalty for r in rows])[:, None]
+    return -(freq * counts + pres * (counts > 0).float())
+
+
+def test_penalty_counts_follow_each_sequence_across_steps():
+    """Counts carried from step to step agree with counting each output from scratch, as sequences grow by one
+    token or several (speculation), sit out steps (preemption), fork new sequences and finish."""
+    import random
+
+    rng = random.Random(0)
+    vocab = 50
+    sampler = Sampler(torch.device("cpu"), seed=0)
+    params = [SamplingParams(frequency_penalty=0.5 * (i % 3), presence_penalty=0.25 * (i % 2)) for i in range(6)]
+    outputs = {i: [rng.randrange(vocab) for _ in range(rng.randrange(5))] for i in range(4)}
+    for step in range(60):
+        if step % 15 == 0:
+            outputs[len(outputs)] = []  # a fork: a new sequence with its own (empty) output list
+        if step % 20 == 19:
+            del outputs[min(outputs)]  # a finished sequence
+        present = [i for i in outputs if rng.random() < 0.8]  # the others are preempted or left out this step
+        rows = [SamplingRow(params[i % len(params)], None, outputs[i], []) for i in present]
+        if rows:
+            got = _penalized_logits(sampler, rows, vocab)
+            assert torch.equal(got, _expected_penalized_logits(rows, vocab)), step
+        for i in outputs:
+            outputs[i] += [rng.randrange(vocab) for _ in range(rng.choice([0, 1, 1, 1, 3]))]
+
+
+def test_a_step_counts_only_the_tokens_added_since_the_last():
+    """A step must not recount each sequence's whole output (that cost grows with the output, every step). Rewriting
+    old entries, which a sequence never does, shows what is read: only the new tokens."""
+    vocab = 10
+    sampler = Sampler(torch.device("cpu"), seed=0)
+    output = [1, 1, 2]
+    row = SamplingRow(SamplingParams(frequency_penalty=1.0), None, output, [])
+    _penalized_logits(sampler, [row], vocab)
+    output[:3] = [9, 9, 9]
+    output.append(3)
+    assert _penalized_logits(sampler, [row], vocab)[0, [1, 2, 3, 9]].tolist() == [-2.0, -1.0, -1.0, 0.0]
+
+
+def test_penalties_are_the_same_with_preemption_and_forks(tiny_model_dir):
+    """Penalized sequences that are preempted (and recomputed) and forked (n=2) sample what they sample without
+    preemption: their counts survive sitting out steps."""
+    prompts = [[10 + i] * 30 for i in range(4)]
+    params = SamplingParams(n=2, temperature=1.0, seed=7, frequency_penalty=1.5, presence_penalty=0.5, max_tokens=24,
+                            ignore_eos=True)  # fmt: skip
+    roomy = LLM(tiny_model_dir, max_num_seqs=8)
+    cramped = LLM(tiny_model_dir, max_num_batched_tokens=40, max_num_seqs=8, num_kv_blocks=10)
+    expected = [[c.token_ids for c in o.outputs] for o in roomy.generate(prompts, params)]
+    assert [[c.token_ids for c in o.outputs] for o in cramped.generate(prompts, params)] == expected
+    assert cramped.engine.stats().num_preemptions_total > 0
+
+
+def test_a_top_p_of_one_keeps_every_token_beside_a_row_with_top_p():
+    """Rows are truncated together; a row without top-p must keep its whole tail even though its cumulative sum
+    rounds past 1.0 before the end (32k tokens lost about a thousand)."""
+    logits = torch.randn(2, 32000, generator=torch.Generator().manual_seed(0)) * 3
+    truncated = Sampler._truncate(logits.clone(), [SamplingParams(top_p=1.0), SamplingParams(top_p=0.9)])
+    assert torch.equal(truncated[0], logits[0])
+    assert torch.isinf(truncated[1]).any()
+
+
+def test_seeded_rows_leave_the_engine_generator_alone():
+    """A seeded row draws from its own generator only; the engine's draws for the unseeded rows alone."""
+    vocab = 64
+    logits = torch.randn(4, vocab, generator=torch.Generator().manual_seed(1))
+    sampler = Sampler(torch.device("cpu"), seed=5)
+    rows = [SamplingRow(SamplingParams(seed=i), torch.Generator().manual_seed(i), [], []) if i % 2 else
+            SamplingRow(SamplingParams(), None, [], []) for i in range(4)]  # fmt: skip
+    sampler(logits.clone(), rows)
+    expected = torch.Generator().manual_seed(5)
+    torch.empty(2, vocab).exponential_(generator=expected)
+    assert torch.equal(sampler.generator.get_state(), expected.get_state())
+    seeded = [SamplingRow(SamplingParams(seed=i), torch.Generator().manual_seed(i), [], []) for i in range(4)]
+    sampler(logits.clone(), seeded)
+    assert torch.equal(sampler.generator.get_state(), expected.get_state())
+
+
+def test_logprobs_take_one_host_transfer_per_tensor(monkeypatch):
+    """Each .tolist() of a device tensor is a sync; the logprobs of R rows take three, not two per row."""
+    logits = torch.randn(6, 40, generator=torch.Generator().manual_seed(2))
+    logprobs = torch.log_softmax(logits, -1)
+    want = [3, None, 0, 5, 1, None]
+    token_ids = [4, 7, 1, 0, 39, 2]
+    calls = []
+    tolist = torch.Tensor.tolist
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda self: calls.append(self.shape) or tolist(self))
+    out = Sampler._gather_logprobs(logprobs, token_ids, want)
+    monkeypatch.undo()
+    assert len(calls) == 3
+    for i, k in enumerate(want):
+        if k is None:
+            assert out[i] is None
+            continue
+        values, ids = logprobs[i].topk(k)
+        assert out[i].token_id == token_ids[i] and out[i].logprob == logprobs[i, token_ids[i]].item()
+        assert out[i].top == list(zip(ids.tolist(), values.tolist()))

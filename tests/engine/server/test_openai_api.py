@@ -8,6 +8,8 @@ import httpx
 import openai
 import pytest
 
+from tests.engine.server.live import LiveServer, make_engine
+
 
 @pytest.fixture(scope="module")
 def client(live_server) -> openai.OpenAI:
@@ -151,6 +153,20 @@ def test_cache_salt_and_prefix_hits_in_usage(client, model):
     assert again.usage.prompt_tokens_details.cached_tokens == 32
     salted = client.completions.create(model=model, prompt=prompt, max_tokens=1, extra_body={"cache_salt": "t9"})
     assert salted.usage.prompt_tokens_details.cached_tokens == 0
+
+
+def test_max_tokens_defaults_to_16_for_completions_and_the_context_for_chat(tiny_model_dir):
+    """OpenAI's and vLLM's defaults."""
+    server = LiveServer(make_engine(tiny_model_dir, max_model_len=64)).start()
+    try:
+        body = {"prompt": list(range(10, 20)), "ignore_eos": True}
+        completion = server.http.post("/v1/completions", json=body).json()
+        assert completion["usage"]["completion_tokens"] == 16 and completion["choices"][0]["finish_reason"] == "length"
+        body = {"messages": [{"role": "user", "content": "hi"}], "ignore_eos": True}
+        usage = server.http.post("/v1/chat/completions", json=body).json()["usage"]
+        assert usage["total_tokens"] == 64 and usage["completion_tokens"] > 16
+    finally:
+        server.stop()
 
 
 def test_request_id_echoed_and_traceparent_accepted(live_server):

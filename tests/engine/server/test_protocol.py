@@ -37,8 +37,11 @@ def test_completion_defaults_and_vllm_extras():
     assert request.prompts == ["hi"] and request.cache_salt == "t1" and request.include_usage
 
 
-def test_max_tokens_absent_means_up_to_context():
-    assert parse_completion({"prompt": "hi"}).params.max_tokens is None
+def test_max_tokens_absent_is_16_for_completions_and_up_to_context_for_chat():
+    """OpenAI's and vLLM's defaults: a completion without max_tokens stops after 16 tokens, a chat does not."""
+    assert parse_completion({"prompt": "hi"}).params.max_tokens == 16
+    assert parse_completion({"prompt": "hi", "max_tokens": None}).params.max_tokens == 16
+    assert parse_chat({"messages": [{"role": "user", "content": "x"}]}).params.max_tokens is None
 
 
 @pytest.mark.parametrize(
@@ -73,6 +76,12 @@ def test_wrong_types_and_ranges_name_the_param(field, value):
     assert error.status_code == 400 and error.param == field, error.message
 
 
+def test_best_of_equal_to_n_is_n():
+    assert parse_completion({"prompt": "hi", "best_of": 1}).params.n == 1
+    assert parse_completion({"prompt": "hi", "n": 3, "best_of": 3}).params.n == 3
+    assert _error(parse_completion, {"prompt": "hi", "n": 2, "best_of": 3}).param == "best_of"
+
+
 def test_min_tokens_above_max_tokens():
     assert _error(parse_completion, {"prompt": "hi", "max_tokens": 2, "min_tokens": 5}).param == "min_tokens"
 
@@ -81,6 +90,38 @@ def test_min_tokens_above_max_tokens():
 def test_unsupported_parameters_are_named(field, value):
     error = _error(parse_completion, {"prompt": "hi", field: value})
     assert error.param == field and field in error.message
+
+
+@pytest.mark.parametrize(
+    "parse, field, value",
+    [
+        (parse_completion, "echo", 0), (parse_completion, "echo", -0.0), (parse_completion, "suffix", 0),
+        (parse_chat, "parallel_tool_calls", 0), (parse_chat, "parallel_tool_calls", 1),
+    ],
+)  # fmt: skip
+def test_default_only_values_must_have_the_default_type(parse, field, value):
+    """0 == False in Python; in JSON a number is not a boolean."""
+    body = {"prompt": "hi", "messages": [{"role": "user", "content": "x"}], field: value}
+    body.pop("messages" if parse is parse_completion else "prompt")
+    error = _error(parse, body)
+    assert error.param == field and error.code == "unsupported"
+
+
+def test_default_only_values_at_their_default_are_accepted():
+    assert parse_completion({"prompt": "hi", "echo": False, "suffix": "", "logit_bias": {}}).prompts == ["hi"]
+    chat = {"messages": [{"role": "user", "content": "x"}], "parallel_tool_calls": False, "tool_choice": "none"}
+    assert parse_chat({**chat, "response_format": {"type": "text"}}).messages[0]["content"] == "x"
+
+
+@pytest.mark.parametrize("max_tokens", [0, -1, "5", 1.5, True])
+def test_chat_validates_max_tokens_even_beside_max_completion_tokens(max_tokens):
+    body = {"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 2, "max_tokens": max_tokens}
+    assert _error(parse_chat, body).param == "max_tokens"
+
+
+def test_chat_max_completion_tokens_wins_over_max_tokens():
+    body = {"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 2, "max_tokens": 9}
+    assert parse_chat(body).params.max_tokens == 2
 
 
 def test_unknown_parameter_is_named():

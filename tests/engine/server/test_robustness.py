@@ -138,6 +138,70 @@ def test_full_waiting_queue_answers_503_with_retry_after(tiny_model_dir):
         server.stop()
 
 
+def test_more_prompts_than_a_replica_ever_admits_is_a_400_not_a_503(tiny_model_dir):
+    """An idle replica runs max_num_seqs prompts and queues max_waiting_requests more; beyond that a retry cannot
+    help, so it is the client's error."""
+    server = LiveServer(make_engine(tiny_model_dir, max_num_seqs=2), max_waiting_requests=1).start()
+    try:
+        fits = server.http.post(COMPLETIONS, json={"prompt": ["a", "b", "c"], "max_tokens": 2})
+        assert fits.status_code == 200 and len(fits.json()["choices"]) == 3
+        response = server.http.post(COMPLETIONS, json={"prompt": ["a", "b", "c", "d"], "max_tokens": 2})
+        error = _assert_openai_error(response, 400)
+        assert error["param"] == "prompt" and "retry-after" not in response.headers
+    finally:
+        server.stop()
+
+
+def _hold_adds(llm_engine) -> threading.Event:
+    """Until the returned event is set, the engine thread blocks in its first add: later requests stay submitted
+    but not yet taken, as under a burst."""
+    release, real_add = threading.Event(), llm_engine.add_request
+
+    def add_request(*args, **kwargs):
+        release.wait(60)
+        return real_add(*args, **kwargs)
+
+    llm_engine.add_request = add_request
+    return release
+
+
+def test_a_burst_on_an_idle_replica_fills_free_seats_before_the_waiting_limit(tiny_model_dir):
+    server = LiveServer(make_engine(tiny_model_dir, max_num_seqs=4), max_waiting_requests=2).start()
+    release = _hold_adds(server.llm_engine)
+    try:
+        statuses: list[int] = []
+        body = {"prompt": "x", "max_tokens": 2}
+
+        def post() -> None:
+            statuses.append(server.http.post(COMPLETIONS, json=body).status_code)
+
+        burst = [threading.Thread(target=post) for _ in range(6)]
+        for thread in burst:
+            thread.start()
+        # All six submitted and none taken yet (a refusal would answer at once).
+        wait_until(lambda: server.replica.engine._num_pending_adds == 6 or statuses, what="the burst submitted")
+        # 4 free seats + 2 waiting are spoken for: a 7th would wait beyond the limit.
+        response = server.http.post(COMPLETIONS, json=body)
+        assert _assert_openai_error(response, 503)["code"] == "overloaded" and response.headers["retry-after"] == "1"
+        release.set()
+        for thread in burst:
+            thread.join(60)
+        assert statuses == [200] * 6
+    finally:
+        release.set()
+        server.stop()
+
+
+def test_a_request_larger_than_the_kv_cache_has_its_own_code(tiny_model_dir):
+    server = LiveServer(make_engine(tiny_model_dir, num_kv_blocks=4)).start()  # 4 blocks of 16 tokens
+    try:
+        error = _assert_openai_error(server.http.post(COMPLETIONS, json={"prompt": "x", "max_tokens": 100}), 400)
+        assert error["code"] == "kv_cache_capacity_exceeded" and error["param"] == "max_tokens"
+        assert "--kv-cache-memory-bytes" in error["message"] and "--num-kv-blocks" in error["message"]
+    finally:
+        server.stop()
+
+
 def test_health_metrics_and_concurrent_garbage(live_server):
     """Valid and invalid requests interleaved from many threads: every answer is 200 or 4xx."""
     statuses = []

@@ -277,3 +277,17 @@ def test_shape_errors_name_the_expected_shape() -> None:
         rejection_sample(
             torch.zeros(2, 3, dtype=torch.long), torch.full((2,), 3), torch.rand(2, 4, 10), generators=[None]
         )
+
+
+def test_the_engine_generator_draws_only_for_unseeded_rows() -> None:
+    """A seeded row takes its randomness from its own generator alone, so the engine's draws only the unseeded
+    rows' uniforms and exponentials (it used to draw them for every row and throw the seeded rows' away)."""
+    num_seqs, k, vocab_size = 5, 3, 20
+    drafts, num_draft, logits = _greedy_batch(num_seqs, k, vocab_size, seed=6)
+    generators = [None, torch.Generator().manual_seed(1), None, torch.Generator().manual_seed(2), None]
+    engine_generator = torch.Generator().manual_seed(9)
+    rejection_sample(drafts, num_draft, torch.softmax(logits, -1), generators=generators, generator=engine_generator)
+    expected = torch.Generator().manual_seed(9)
+    torch.rand(3, k, generator=expected)
+    torch.empty(3, vocab_size).exponential_(generator=expected)
+    assert torch.equal(engine_generator.get_state(), expected.get_state())
