@@ -195,7 +195,8 @@ async def rotate_key(request: Request, store) -> Response:
     body = await _json(request)
     grace_s = body.get("grace_s", 0)
     if isinstance(grace_s, bool) or not isinstance(grace_s, (int, float)) or not 0 <= grace_s <= MAX_UNIX_S / 2:
-        raise invalid_request(f"grace_s must be a non-negative number, got {grace_s!r}", param="grace_s")
+        raise invalid_request(f"grace_s must be a non-negative number of seconds up to {MAX_UNIX_S / 2:.0f}, got "
+                              f"{grace_s!r}", param="grace_s")
     if grace_s:
         old.expires_at = min(old.expires_at or float("inf"), time.time() + grace_s)
     else:

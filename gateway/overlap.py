@@ -2,9 +2,9 @@
 
 The admission script is the request's one Redis round trip before routing (~0.15-0.25 ms on loopback, more to a
 Redis on another host). When the last answers this gateway got left at least MIN_FREE_FRACTION of every limit free
-after this request too (the key's buckets; the tenant's buckets, concurrency and daily and monthly budgets, shared by
-all its keys), the script will all but certainly admit the request, so the gateway sends it upstream while the script runs
-and holds the response back until the script answers. Should it refuse after all (other gateways drained the
+after this request too (the key's buckets; the tenant's buckets, concurrency and daily and monthly budgets, shared
+by all its keys), the script will all but certainly admit the request, so the gateway sends it upstream while the
+script runs and holds the response back until the script answers. Should it refuse after all (other gateways drained the
 buckets in between), the upstream connection is closed, which aborts the request there, and the client gets the
 refusal it would have got. A key or tenant with less free, refused or admitted on fail-open local buckets last
 time, whose last admission failed, or not seen for MAX_VIEW_AGE_S, is admitted first, as before: a tenant at or

@@ -1,6 +1,6 @@
 """Redis unreachable or slow (DESIGN.md): fail_open keeps serving on local buckets at limit / instances and
-records that usage in Redis once it is back, fail_closed answers 503, both recover by themselves; a paused Redis never hangs a request; a flushed script
-cache is reloaded (NOSCRIPT)."""
+records that usage in Redis once it is back, fail_closed answers 503, both recover by themselves; a paused Redis
+never hangs a request; a flushed script cache is reloaded (NOSCRIPT)."""
 
 from __future__ import annotations
 
