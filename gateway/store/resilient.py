@@ -3,7 +3,8 @@
 - every Redis call is bounded by the socket timeout; a failure marks Redis down for `retry_interval_s`, during which
   requests do not wait on it at all; after that one request probes it again, so recovery is automatic;
 - fail_open: admission runs on local in-process buckets at each limit / num_instances (the instances together
-  stay near the shared limit); fail_closed: admission answers 503;
+  stay near the shared limit), budgets starting from this instance's share of what Redis last said was left, and
+  what it serves is recorded in Redis once it is back; fail_closed: admission answers 503;
 - a settlement that cannot reach Redis waits in a bounded queue and is replayed when Redis answers again, so each
   admitted request is still settled once: a replay of one that did run (only its reply was lost) is skipped by the
   script; an admission whose reply was lost may have taken a reservation, so a void settlement returning it is
@@ -42,6 +43,8 @@ from gateway.tenants import ApiKey, Tenant
 log = logging.getLogger(__name__)
 MAX_PENDING_SETTLEMENTS = 100_000
 _SCALED_LIMITS = ("rpm", "input_tpm", "output_tpm", "max_concurrent", "daily_tokens", "monthly_tokens")
+_BUDGETS = ("daily_tokens", "monthly_tokens")
+MAX_TRACKED_TENANTS = 100_000
 
 
 class ResilientStore:
@@ -56,6 +59,10 @@ class ResilientStore:
         self._metrics = metrics
         self._down_until = 0.0  # monotonic seconds; 0: believed up
         self._local_gens: dict[str, int] = {}  # tenant id -> gen of the copy the local store holds
+        # tenant id -> (day, month, {"daily_tokens" | "monthly_tokens": tokens left}) from Redis' last answer: where
+        # fail_open's local budgets start, so a tenant that spent its day does not get it again during an outage
+        self._budgets_left: dict[str, tuple[str, str, dict[str, int]]] = {}
+        self._budgets_seeded: set[str] = set()  # tenants whose local budgets were set from that since Redis went down
         self._pending: deque[Settlement] = deque(maxlen=MAX_PENDING_SETTLEMENTS)
         self._replay: asyncio.Task | None = None
         metrics.redis_up.set(1)
@@ -78,6 +85,7 @@ class ResilientStore:
     def _mark_down(self, exc: Exception) -> None:
         if self._down_until == 0.0:
             log.warning("redis unreachable (%s); %s for now", exc, self._mode)
+            self._budgets_seeded.clear()  # a new outage: local budgets start again from Redis' last answers
         self._down_until = time.monotonic() + self._retry_interval_s
         self._metrics.redis_up.set(0)
 
@@ -116,6 +124,7 @@ class ResilientStore:
         try:
             admission = await self._primary("admit", self.primary.admit, request)
             admission.store = self.primary
+            self._note_budgets(request.tenant_id, admission)
             return admission
         except StoreRejected:
             log.exception("redis rejected the admission of %s", request.request_id)
@@ -149,6 +158,13 @@ class ResilientStore:
         self._pending.append(settlement)
         self._metrics.settle_pending.set(len(self._pending))
 
+    def _note_budgets(self, tenant_id: str, admission: Admission) -> None:
+        left = {name: admission.headroom[name][1] for name in _BUDGETS if name in admission.headroom}
+        if left:
+            if len(self._budgets_left) >= MAX_TRACKED_TENANTS:
+                self._budgets_left.clear()
+            self._budgets_left[tenant_id] = (admission.day, admission.month, left)
+
     async def _sync_local(self, tenant: Tenant, key: ApiKey) -> None:
         if self._local_gens.get(tenant.id) != tenant.gen:
             scaled = copy.deepcopy(tenant)
@@ -158,8 +174,26 @@ class ResilientStore:
                     setattr(scaled, name, max(1, -(-limit // self._num_instances)))
             await self.local.put_tenant(scaled)
             self._local_gens[tenant.id] = tenant.gen
+        if tenant.id not in self._budgets_seeded:
+            self._budgets_seeded.add(tenant.id)
+            self._seed_budgets(tenant)
         if await self.local.get_key(key.digest) is None:
             await self.local.put_key(key)
+
+    def _seed_budgets(self, tenant: Tenant) -> None:
+        """This instance's share of what Redis last said was left of the tenant's budgets becomes what is left of
+        its local ones (a budget of another day or month, or never seen, starts full)."""
+        known = self._budgets_left.get(tenant.id)
+        if known is None:
+            return
+        day, month, left = known
+        now_day, now_month, _, _ = periods(now_ms())
+        for name, period_key, same_period in (("daily_tokens", "d:" + day, day == now_day),
+                                              ("monthly_tokens", "m:" + month, month == now_month)):
+            limit = getattr(tenant, name)
+            if limit > 0 and name in left and same_period:
+                share = -(-limit // self._num_instances)
+                self.local.set_spent(tenant.id, period_key, share - left[name] // self._num_instances)
 
     async def _replay_settlements(self) -> None:
         while self._pending:

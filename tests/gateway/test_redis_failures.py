@@ -20,10 +20,10 @@ def own_redis(tmp_path):
     server.stop()
 
 
-def chat(gw, key: str) -> httpx.Response:
+def chat(gw, key: str, max_tokens: int = 1) -> httpx.Response:
     # the client timeout only detects a hang; Redis calls are bounded at 0.2 s by the gateway
     return httpx.post(gw.url + "/v1/chat/completions", headers={"authorization": f"Bearer {key}"}, timeout=20,
-                      json={"model": "tiny", "messages": CHAT, "max_tokens": 1})
+                      json={"model": "tiny", "messages": CHAT, "max_tokens": max_tokens})
 
 
 def redis_state(gw) -> str:
@@ -55,6 +55,18 @@ def test_fail_open_serves_on_local_buckets_and_recovers(fake, tokenizer_dir, own
         # What was served locally during the outage is recorded in Redis once it is back: nothing goes missing.
         served_ok = 1 + sum(r.status_code == 200 for r in served + after)
         wait_until(lambda: admin.usage(tenant)["requests"] == served_ok)
+
+
+def test_fail_open_budgets_start_from_what_redis_last_said_was_left(fake, tokenizer_dir, own_redis):
+    """A tenant that spent most of its day must not get a fresh day's budget because Redis went away."""
+    with serve_gateway(gateway_config([fake.url], tokenizer_dir, own_redis.url)) as gw:
+        admin = Admin(gw.url)
+        key = admin.key(admin.tenant(daily_tokens=200))
+        assert chat(gw, key, max_tokens=100).status_code == 200  # the prompt (~25) and 100 of the 200 spent
+        own_redis.kill()
+        refused = chat(gw, key, max_tokens=100)
+        assert refused.status_code == 429 and refused.json()["error"]["code"] == "insufficient_quota"
+        assert chat(gw, key, max_tokens=10).status_code == 200  # what is left still serves
 
 
 def test_fail_open_serves_a_tenant_that_was_edited(fake, tokenizer_dir, own_redis):
