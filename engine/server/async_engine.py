@@ -71,8 +71,9 @@ class _TakeSnapshot:
 class OutputStream:
     """Outputs of one HTTP request's engine requests, as (prompt_index, RequestOutput), until all finish."""
 
-    def __init__(self, request_ids: list[str], arrival_time_s: float, metrics: ServerMetrics):
+    def __init__(self, request_ids: list[str], arrival_time_s: float, metrics: ServerMetrics, num_choices: int = 1):
         self.request_ids = request_ids
+        self.num_choices = num_choices  # per engine request (n): vllm:request_success counts each
         self.arrival_time_s = arrival_time_s
         self.finished = False
         self._metrics = metrics
@@ -214,7 +215,7 @@ class AsyncEngine:
                 f"limit {self.max_waiting_requests}); retry later.",
                 self.retry_after_s,
             )
-        stream = OutputStream(request_ids, arrival_time_s, self.metrics)
+        stream = OutputStream(request_ids, arrival_time_s, self.metrics, params.n)
         for index, request_id in enumerate(request_ids):
             self._streams[request_id] = (stream, index)
         self._num_pending_adds += len(prompts)
@@ -232,8 +233,11 @@ class AsyncEngine:
 
     def abort(self, stream: OutputStream) -> None:
         """Stop a stream's unfinished requests (client gone); their blocks are freed before the next step."""
-        if self._forget(stream) and self.alive:
+        num_aborted = self._forget(stream)
+        if num_aborted and self.alive:
             self.metrics.aborted.inc()
+            for _ in range(num_aborted * stream.num_choices):  # as vLLM counts them: finished, reason "abort"
+                self.metrics.request_finished("abort")
 
     async def kv_snapshot(self) -> Snapshot:
         self._check_alive()
@@ -262,14 +266,14 @@ class AsyncEngine:
         future.add_done_callback(self._pending_futures.discard)
         return future
 
-    def _forget(self, stream: OutputStream) -> bool:
-        """Drop a stream's live requests from the routing table and abort them in the engine."""
+    def _forget(self, stream: OutputStream) -> int:
+        """Drop a stream's live requests from the routing table and abort them in the engine; how many there were."""
         live = [rid for rid in stream.request_ids if rid in self._streams]
         for rid in live:
             del self._streams[rid]
         if live:
             self._commands.put(_Abort(live))
-        return bool(live)
+        return len(live)
 
     def _deliver(self, outputs: list[RequestOutput], events: list[SequencedEvent], stats, num_added: int) -> None:
         now_s = time.monotonic()

@@ -93,15 +93,25 @@ def _engine_idle(server: LiveServer) -> bool:
     return server.metric("vllm:num_requests_running") == 0 and server.metric("vllm:kv_cache_usage_perc") == 0
 
 
+def _finished_as_aborted(server: LiveServer) -> float:
+    for line in server.http.get("/metrics").text.splitlines():
+        if line.startswith("vllm:request_success_total{") and 'finished_reason="abort"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 def test_disconnect_mid_stream_aborts_and_frees_blocks(live_server):
     aborted_before = live_server.metric("sluicegate_engine_requests_aborted_total")
-    body = {"prompt": "while True:", "max_tokens": 3000, "stream": True, "ignore_eos": True}
+    finished_as_aborted_before = _finished_as_aborted(live_server)
+    body = {"prompt": "while True:", "max_tokens": 3000, "stream": True, "ignore_eos": True, "n": 2}
     with httpx.stream("POST", live_server.url + COMPLETIONS, json=body, timeout=60) as response:
         lines = response.iter_lines()
         assert next(line for line in lines if line.startswith("data: "))
         wait_until(lambda: live_server.metric("vllm:kv_cache_usage_perc") > 0, what="blocks in use")
     wait_until(lambda: _engine_idle(live_server), what="blocks freed after disconnect")
     assert live_server.metric("sluicegate_engine_requests_aborted_total") == aborted_before + 1
+    # As vLLM counts them: each choice finished, with reason "abort".
+    assert _finished_as_aborted(live_server) == finished_as_aborted_before + 2
 
 
 def test_disconnect_while_waiting_for_a_whole_response(live_server):
