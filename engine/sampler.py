@@ -50,12 +50,13 @@ class Sampler:
         want_logprobs = [p.logprobs for p in params]
         logprobs = torch.log_softmax(logits, dim=-1) if any(k is not None for k in want_logprobs) else None
 
-        temperatures = [p.temperature for p in params]
-        greedy = [t < _GREEDY_EPS for t in temperatures]
         token_ids = logits.argmax(dim=-1)
-        if not all(greedy):
-            sampled = self._sample_random(logits, rows, temperatures, greedy)
-            token_ids = torch.where(torch.tensor(greedy, device=logits.device), token_ids, sampled)
+        sampled_rows = [i for i, p in enumerate(params) if p.temperature >= _GREEDY_EPS]
+        if len(sampled_rows) == num_rows:
+            token_ids = self._sample_random(logits, rows)
+        elif sampled_rows:  # greedy rows keep their argmax and skip the sort and the random draw
+            index = torch.tensor(sampled_rows, device=logits.device)
+            token_ids[index] = self._sample_random(logits[index], [rows[i] for i in sampled_rows])
         token_list = token_ids.tolist()
         return SampleResult(token_list, self._gather_logprobs(logprobs, token_list, want_logprobs))
 
@@ -72,10 +73,9 @@ class Sampler:
         pres = torch.tensor([r.params.presence_penalty for r in rows], device=logits.device)[:, None]
         logits -= freq * counts + pres * (counts > 0).float()
 
-    def _sample_random(
-        self, logits: torch.Tensor, rows: list[SamplingRow], temperatures: list[float], greedy: list[bool]
-    ) -> torch.Tensor:
-        temps = torch.tensor([1.0 if g else t for t, g in zip(temperatures, greedy)], device=logits.device)
+    def _sample_random(self, logits: torch.Tensor, rows: list[SamplingRow]) -> torch.Tensor:
+        """One token per row, none of them greedy."""
+        temps = torch.tensor([r.params.temperature for r in rows], device=logits.device)
         scaled = logits / temps[:, None]
         scaled = self._truncate(scaled, [r.params for r in rows])
         probs = torch.softmax(scaled, dim=-1)

@@ -241,6 +241,21 @@ def test_seeded_rows_leave_the_engine_generator_alone():
     assert torch.equal(sampler.generator.get_state(), expected.get_state())
 
 
+def test_greedy_rows_take_no_random_draw():
+    """Greedy rows keep their argmax without the sort or a draw, so the engine generator serves the sampled rows
+    alone: in a batch of one greedy and one sampled row it moves as for the sampled row alone."""
+    vocab = 64
+    logits = torch.randn(2, vocab, generator=torch.Generator().manual_seed(3))
+    sampler = Sampler(torch.device("cpu"), seed=5)
+    rows = [SamplingRow(SamplingParams(temperature=0.0), None, [], []),
+            SamplingRow(SamplingParams(top_p=0.9), None, [], [])]
+    result = sampler(logits.clone(), rows)
+    assert result.token_ids[0] == int(logits[0].argmax())
+    expected = torch.Generator().manual_seed(5)
+    torch.empty(1, vocab).exponential_(generator=expected)
+    assert torch.equal(sampler.generator.get_state(), expected.get_state())
+
+
 def test_logprobs_take_one_host_transfer_per_tensor(monkeypatch):
     """Each .tolist() of a device tensor is a sync; the logprobs of R rows take three, not two per row."""
     logits = torch.randn(6, 40, generator=torch.Generator().manual_seed(2))
