@@ -18,12 +18,17 @@ class GuardrailBlocked(Exception):
     """A request or response was blocked by policy. `reason` is "pii" or "prompt_injection"; `entities` are
     entity type names only (never the matched values), safe to put in an error message or a log line."""
 
+    MESSAGE = "blocked by guardrail policy"
+
     def __init__(self, reason: str, entities: tuple[str, ...] = ()) -> None:
         self.reason = reason
         self.entities = entities
         detail = f" ({', '.join(entities)})" if entities else ""
-        super().__init__(f"blocked by guardrail policy: {reason}{detail}")
+        super().__init__(f"{self.MESSAGE}: {reason}{detail}")
 
 
 class OutputBlocked(GuardrailBlocked):
-    """The streamed output contained an entity the tenant's output policy blocks."""
+    """The output (streamed or whole) contained an entity the tenant's output policy blocks."""
+
+    # Not the input's wording: the client's prompt was fine, the model's answer was not (and it is charged).
+    MESSAGE = "the response was blocked by the tenant's output guardrail policy"

@@ -172,6 +172,8 @@ class SseRedactor:
         except ValueError:
             chunk = None
         if not isinstance(chunk, dict) or not chunk.get("choices"):
+            if isinstance(chunk, dict) and chunk.get("usage") is not None:  # usage comes last: text held back first
+                return self._flush_all() + event + b"\n\n"
             return event + b"\n\n"
         self.template = chunk
         for choice in chunk["choices"]:

@@ -24,11 +24,29 @@ _CASE_SENSITIVE = regex.DOTALL | regex.MULTILINE
 _OFFLINE_TLD = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
 
 
+_LOCAL_PART_CHAR = r"[!$%'*+\-^_`{|}~\w]"
+
+
 class OfflineEmailRecognizer(EmailRecognizer):
-    """Presidio's email recognizer with its domain check on the bundled suffix list."""
+    """Presidio's email recognizer with two changes.
+
+    - Its local part leaves out `/ ? # & = :`, which RFC 5322 allows but which in practice are the path or query
+      around an address (`/users/jo@x.com`, `?email=jo@x.com`). Presidio's own pattern swallows them, and its
+      domain check then reads `ops/jo@x.com` as a URL whose host is `ops`, dropping the address altogether.
+    - The domain check runs on the domain alone, against the bundled suffix list (no network).
+    """
+
+    PATTERNS = [
+        Pattern(
+            "Email (Medium)",
+            rf"\b(({_LOCAL_PART_CHAR})|({_LOCAL_PART_CHAR}(?:{_LOCAL_PART_CHAR}|\.)*{_LOCAL_PART_CHAR}))"
+            r"[@]\w+(?:-+\w+)*(?:\.\w+(?:-+\w+)*)+\b",
+            0.5,
+        )
+    ]
 
     def validate_result(self, pattern_text: str) -> bool:
-        return _OFFLINE_TLD(pattern_text).fqdn != ""
+        return _OFFLINE_TLD(pattern_text.rpartition("@")[2]).fqdn != ""
 
 
 class ApiKeyRecognizer(PatternRecognizer):

@@ -41,6 +41,8 @@ _PEM_END_MAX_CHARS = 64
 # A swallowed JWT or API key ends at the first character none of them contains (so "key=<JWT>;" keeps its ";", and
 # a key inside JSON keeps the closing quote), not at the next whitespace.
 _RUN_END = regex.compile(r"[^A-Za-z0-9_.\-]")
+# An address swallowed at the end of an over-long run (a URL's query) goes on through its "@" and domain.
+_RUN_END_BY_ENTITY = {"EMAIL_ADDRESS": regex.compile(r"[^\w.%+\-@']")}
 # Prefixes that start a long secret: a run beginning with one is swallowed rather than released in clear.
 _SECRET_PREFIXES = regex.compile(r"(?:eyJ|sk-|sk_live_|rk_live_|ghp_|gho_|ghs_|github_pat_|xox[abprs]-|AKIA|AIza)")
 _SECRET_PREFIX_ENTITY = {"eyJ": "JWT"}
@@ -106,7 +108,8 @@ class StreamRedactor:
         if len(text) - cut > self.max_holdback_chars:
             secret = self._overlong_secret(text, findings)
             if secret is not None:
-                return self._start_swallow(text, offset, secret[1], secret[0], _RUN_END, final)
+                end = _RUN_END_BY_ENTITY.get(secret[0], _RUN_END)
+                return self._start_swallow(text, offset, secret[1], secret[0], end, final)
             cut = len(text) - self.max_holdback_chars
             for finding in findings:  # a complete finding across the forced cut goes out whole, redacted
                 if finding.start < cut < finding.end:
@@ -182,12 +185,12 @@ class StreamRedactor:
         masking = self.policy.redaction_style == "mask"
         end = self._swallow_end.search(self._pending)
         if end is None:
-            keep = 0 if final or self._swallow_end is _RUN_END else _PEM_END_MAX_CHARS
+            keep = _PEM_END_MAX_CHARS if self._swallow_end is _PEM_END and not final else 0
             # Keep the tail that could be the start of the end line; a pending text shorter than that keeps it all.
             dropped = self._pending[:max(0, len(self._pending) - keep)]
             self._pending = self._pending[len(dropped):]
             return "*" * len(dropped) if masking else ""
-        secret_end = end.start() if self._swallow_end is _RUN_END else end.end()
+        secret_end = end.end() if self._swallow_end is _PEM_END else end.start()
         masked = "*" * secret_end if masking else ""
         self._swallow_end = None
         self._context = ""

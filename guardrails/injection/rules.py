@@ -33,20 +33,32 @@ _GAP = r"[^.!?\n]{0,40}?"  # a few words, within one sentence
 _OVERRIDE_VERB = (r"(?:ignore|disregard|forget|skip|override|bypass|abandon|neglect|overlook|set\s+aside"
                   r"|throw\s+away|discard|leave\s+behind|drop)")
 _PRIOR = r"(?:previous|prior|above|preceding|earlier|former|initial|original|old|all|any|every|your|these|those|system)"
-_TARGET = (r"(?:instructions?|prompts?|rules?|directions?|directives?|guidelines?|context|constraints?|restrictions?"
-           r"|commands?|tasks?|information|orders|programming|training|thoughts|assignments?|everything)")
+# What only a model is given. Rules, constraints, commands, tasks and context are also CSS rules, database
+# constraints and shell commands ("override previous CSS rules", "drop all constraints"): they are weak targets.
+_STRONG_TARGET = (r"(?:instructions?|prompts?|directions?|directives?|guidelines?|orders|programming|training"
+                  r"|assignments?)")
+_WEAK_TARGET = r"(?:rules?|context|constraints?|restrictions?|commands?|tasks?|information|thoughts|everything)"
+_TARGET = rf"(?:{_STRONG_TARGET}|{_WEAK_TARGET})"
+# What may follow "ignore the above": the end of the clause, a conjunction, or a target ("skip the above step" and
+# "ignore previous build outputs" are about the user's own work).
+_AFTER_PRIOR = rf"(?=\s*(?:$|[.,;:!?)\]\"'“”]|and\b|then\b|instead\b|{_TARGET}\b))"
 
 RULES: tuple[Rule, ...] = (
     # -- instruction override
     _rule("override_previous_instructions", "override", 0.9,
           ("ignor", "disregard", "forget", "skip", "overrid", "bypass", "abandon", "neglect", "overlook", "aside",
            "throw", "discard", "behind", "drop"),
-          rf"\b{_OVERRIDE_VERB}\b{_GAP}\b{_PRIOR}\b{_GAP}\b{_TARGET}\b"),
+          rf"\b{_OVERRIDE_VERB}\b{_GAP}\b{_PRIOR}\b{_GAP}\b{_STRONG_TARGET}\b"),
+    # Weak on its own: it needs a second signal to block at the default threshold.
+    _rule("override_previous_rules", "override", 0.45,
+          ("ignor", "disregard", "forget", "skip", "overrid", "bypass", "abandon", "neglect", "overlook", "aside",
+           "throw", "discard", "behind", "drop"),
+          rf"\b{_OVERRIDE_VERB}\b{_GAP}\b{_PRIOR}\b{_GAP}\b{_WEAK_TARGET}\b"),
     _rule("ignore_above", "override", 0.85,
           ("ignor", "disregard", "forget", "skip", "overrid", "bypass", "abandon", "neglect", "overlook", "aside",
            "throw", "discard", "behind", "drop"),
           rf"\b{_OVERRIDE_VERB}\s+(?:all\s+)?(?:of\s+)?(?:the\s+|what\s+is\s+)?(?:above|previous|preceding|earlier"
-          r"|prior)\b"),
+          rf"|prior)\b{_AFTER_PRIOR}"),
     _rule("change_your_instructions", "override", 0.8, ("instructions", "rules", "programming", "prompt", "guidelines"),
           r"\b(?:change|update|replace|modify|rewrite)\s+your\s+(?:\w+\s+)?(?:instructions|rules|programming|prompt"
           r"|guidelines)\b|\byour\s+(?:new\s+)?instructions\s+are\s+(?:now|to)\b"),
@@ -60,7 +72,9 @@ RULES: tuple[Rule, ...] = (
           r"\b(?:leave|put)\s+(?:all\s+)?(?:of\s+)?(?:the\s+|your\s+)?(?:previous|prior|earlier|above)\s+"
           r"(?:\w+\s+){1,2}?(?:behind|aside)\b"),
     _rule("forget_everything", "override", 0.85, ("forget", "ignor", "disregard"),
-          r"\b(?:forget|ignore|disregard)\s+(?:about\s+)?(?:everything|all\s+(?:of\s+)?(?:that|this|the\s+above))\b"),
+          r"\b(?:forget|ignore|disregard)\s+(?:about\s+)?(?:everything|all\s+(?:of\s+)?(?:that|this|the\s+above))\b"
+          # "forget everything I said about the budget" takes back one topic, not the model's instructions
+          r"(?!\s+(?:I|we)\s+(?:said|told\s+you|wrote|mentioned)\s+about\b)"),
     _rule("new_instructions_follow", "override", 0.6, ("instruction", "task", "directive", "assignment"),
           r"\b(?:new|updated|different|additional|real|actual)\s+(?:instructions?|tasks?|directives?|assignments?)"
           r"\s*(?::|follow|are\b|is\b|-)|\bnow\s+(?:new\s+|some\s+|more\s+)?(?:tasks?|instructions?)\s+follow"),
@@ -104,9 +118,15 @@ RULES: tuple[Rule, ...] = (
           r"(?:sve|все|всё|tutte?|tudo|todas?|le|as|os)\b.{0,40}?\b(?:\w*instrukcij\w*|инструкци\w*|istruzioni"
           r"|instruções|instrucoes|regole|regras|prethodn\w*|предыдущ\w*|precedenti|anteriores)\b"),
     # -- role-play jailbreak
+    # Becoming someone by name ("Now you are Xi Jinping", "You are now TranslatorBot"), or no longer oneself.
     _rule("you_are_now", "roleplay", 0.6, ("you", "bist"),
-          r"\b(?:you\s+are\s+now|you're\s+now|now\s+you\s+are|you\s+will\s+now\s+be|you\s+are\s+no\s+longer"
-          r"|du\s+bist\s+jetzt|jetzt\s+bist\s+du|nun\s+bist\s+du|du\s+bist\s+kein\w*)\b"),
+          r"\b(?:(?:you\s+are\s+now|you're\s+now|now\s+you\s+are|you\s+will\s+now\s+be)\s+(?-i:\p{Lu})"
+          r"|you\s+are\s+no\s+longer|(?:du\s+bist\s+jetzt|jetzt\s+bist\s+du|nun\s+bist\s+du)\s+(?-i:\p{Lu})"
+          r"|du\s+bist\s+kein\w*)"),
+    # Weak on its own: "You are now a teacher; explain photosynthesis", "Now you are ready to run the tests".
+    _rule("you_are_now_a", "roleplay", 0.45, ("you", "bist"),
+          r"\b(?:you\s+are\s+now|you're\s+now|now\s+you\s+are|you\s+will\s+now\s+be|du\s+bist\s+jetzt"
+          r"|jetzt\s+bist\s+du|nun\s+bist\s+du)\s+(?-i:\p{Ll})"),
     # A prompt that opens by naming the model as a specific brand or outlet ("You are Volkswagen.", "Du bist Zeit
     # Online.") reassigns its identity; the name must be capitalised, so "You are a helpful assistant." stays clear.
     # Weak on its own: it needs a second signal to block at the default threshold.

@@ -80,7 +80,7 @@ async def test_non_streamed_output(hooks):
     body = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "ip 10.0.0.7"}}]})
     out = json.loads(await hooks.check_output(tenant("redact"), "chat", body.encode()))
     assert out["choices"][0]["message"]["content"] == "ip <IP_ADDRESS>"
-    with pytest.raises(Refused):
+    with pytest.raises(Refused, match="the response was blocked by the tenant's output guardrail policy"):
         await hooks.check_output(tenant("block"), "chat", body.encode())
 
 
@@ -127,6 +127,18 @@ def test_sse_without_finish_reason_flushes_before_done(hooks):
     out = b"".join(transformer.feed(e) for e in _sse(chunks))
     assert _content(out, ("text",)) == {0: "key <API_KEY>"}
     assert out.index(b"<API_KEY>") < out.index(b"[DONE]")
+
+
+def test_sse_usage_chunk_stays_last_after_held_back_text(hooks):
+    """An upstream that sends usage without a finish_reason first: the held-back text goes out before the usage
+    chunk, which OpenAI clients expect last."""
+    transformer = hooks.output_transformer(tenant("redact"), "completions", {})
+    chunks = [{"id": "c", "object": "text_completion", "choices": [{"index": 0, "text": t, "finish_reason": None}]}
+              for t in ["key AKIAIOSF", "ODNN7EXAMPLE"]]
+    chunks.append({"id": "c", "object": "text_completion", "choices": [], "usage": {"total_tokens": 5}})
+    out = b"".join(transformer.feed(e) for e in _sse(chunks))
+    assert _content(out, ("text",)) == {0: "key <API_KEY>"}
+    assert out.index(b"<API_KEY>") < out.index(b'"total_tokens"') < out.index(b"[DONE]")
 
 
 def test_sse_output_block_ends_with_an_openai_error(hooks):

@@ -102,3 +102,16 @@ def test_fast_path_matches_presidio_beyond_the_defaults(guardrails_engine, presi
     full = {(f.entity, f.start, f.end) for f in presidio_engine.scanner.scan(text, policy)}
     assert {"MAC_ADDRESS", "UUID", "URL", "DATE_TIME"} <= {entity for entity, _, _ in fast}
     assert full <= fast
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Open /contacts?email=john.doe@example.com in the app", "Open /contacts?email=<EMAIL_ADDRESS> in the app"),
+    ("GET /api/users/john.doe@example.com HTTP/1.1", "GET /api/users/<EMAIL_ADDRESS> HTTP/1.1"),
+    ("list: alice@example.com/bob@example.com", "list: <EMAIL_ADDRESS>/<EMAIL_ADDRESS>"),
+    ("mailto:o'brien+tag@sub.example.co.uk.", "mailto:<EMAIL_ADDRESS>."),
+    ("a@b and x@localhost are not addresses", "a@b and x@localhost are not addresses"),
+])
+def test_emails_inside_paths_and_queries_are_found(guardrails_engine, text, expected):
+    """Presidio's pattern takes `/ ? = :` into the local part, and its domain check then reads the match as a URL
+    and drops it: the address leaked."""
+    assert redact(text, guardrails_engine.scanner.scan(text, REDACT), REDACT.redaction_style) == expected

@@ -165,3 +165,11 @@ def test_long_plain_run_is_released_in_clear(guardrails_engine):
     url = "https://docs.example.com/" + "section/" * 30 + "index.html"
     out, _ = _stream(guardrails_engine, list(f"see {url} for more"))
     assert out == f"see {url} for more"
+
+
+def test_an_email_at_the_end_of_a_url_longer_than_the_hold_back(guardrails_engine):
+    text = ("See https://example.com/a/very/long/path/segment/that/keeps/going/and/going/for/a/while/index.html"
+            "?contact=john.doe@example.com for details.")
+    expected = text.replace("john.doe@example.com", "<EMAIL_ADDRESS>")
+    assert guardrails_engine.redact_output(text, REDACT) == expected
+    assert _stream(guardrails_engine, list(text))[0] == expected
