@@ -12,6 +12,7 @@ the store at once; gateways see it on their next request (auth.py explains how).
     POST   /tenants/{tenant}/keys/{key_id}/revoke
     POST   /tenants/{tenant}/keys/{key_id}/rotate     issue a replacement {grace_s}; the old key ends after grace_s
     GET    /tenants/{tenant}/usage?days=7             per day: totals, per model, per key
+    ...    /models/{model}/replicas[/{name}[/drain]]  replica pools at run time (admin_replicas.py)
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from gateway import admin_replicas as replicas
 from gateway.errors import ApiError, invalid_request, unavailable
 from gateway.store.base import StoreUnavailable
 from gateway.store.clock import periods
@@ -85,6 +87,15 @@ def admin_routes(gw) -> list[Route]:
         Route("/tenants/{tenant}/keys/{key_id}/revoke", endpoint(revoke_key), methods=["POST"]),
         Route("/tenants/{tenant}/keys/{key_id}/rotate", endpoint(rotate_key), methods=["POST"]),
         Route("/tenants/{tenant}/usage", endpoint(usage), methods=["GET"]),
+        # model names may hold '/' (org/model): the model is matched as a path, the replica name never has one
+        Route("/models/{model:path}/replicas", endpoint(functools.partial(replicas.list_replicas, gw=gw)),
+              methods=["GET"]),
+        Route("/models/{model:path}/replicas",
+              endpoint(functools.partial(replicas.add_replica, gw=gw, read_json=_json)), methods=["POST"]),
+        Route("/models/{model:path}/replicas/{name}/drain",
+              endpoint(functools.partial(replicas.drain_replica, gw=gw)), methods=["POST"]),
+        Route("/models/{model:path}/replicas/{name}", endpoint(functools.partial(replicas.remove_replica, gw=gw)),
+              methods=["DELETE"]),
     ]
 
 

@@ -7,6 +7,8 @@ SLUICEGATE_ADMIN_TOKEN. Prints the API's JSON; exits 1 with the API's error mess
     sluicegate admin keys create acme [--name dev] [--ttl-s 86400] [--set rpm=60]
     sluicegate admin keys list acme | revoke acme k_1234abcd5678 | rotate acme k_1234abcd5678 [--grace-s 300]
     sluicegate admin usage acme [--days 30]
+    sluicegate admin replicas list tiny | add tiny r3 http://10.0.0.7:8100 [--no-kv-events] | drain tiny r3
+                              | remove tiny r3
 """
 
 from __future__ import annotations
@@ -80,10 +82,30 @@ def _parser() -> argparse.ArgumentParser:
     usage = groups.add_parser("usage")
     usage.add_argument("tenant")
     usage.add_argument("--days", type=int, default=7)
+
+    replicas = groups.add_parser("replicas").add_subparsers(dest="action", required=True)
+    replicas.add_parser("list").add_argument("model")
+    add = replicas.add_parser("add")
+    add.add_argument("model")
+    add.add_argument("name")
+    add.add_argument("replica_url", metavar="url")  # not `url`: that is the gateway's (--url)
+    add.add_argument("--no-kv-events", action="store_true", help="an upstream without /v1/kv/events (vLLM, others)")
+    for action in ("drain", "remove"):
+        p = replicas.add_parser(action)
+        p.add_argument("model")
+        p.add_argument("name")
     return parser
 
 
 def _request(args) -> tuple[str, str, dict | None]:
+    if args.group == "replicas":
+        path = f"/models/{quote(args.model, safe='/')}/replicas"  # a model name may hold '/' (org/model)
+        if args.action == "list":
+            return "GET", path, None
+        if args.action == "add":
+            return "POST", path, {"name": args.name, "url": args.replica_url, "kv_events": not args.no_kv_events}
+        name = quote(args.name, safe="")
+        return ("POST", f"{path}/{name}/drain", None) if args.action == "drain" else ("DELETE", f"{path}/{name}", None)
     for name in ("tenant", "key_id"):  # path segments: a name with '/' or '?' must not change the path
         if hasattr(args, name):
             setattr(args, name, quote(getattr(args, name), safe=""))

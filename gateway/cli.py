@@ -21,7 +21,7 @@ def _app_factory():
 
     config = load_config(os.environ["SLUICEGATE_GATEWAY_CONFIG"])
     workers = int(os.environ.get("SLUICEGATE_GATEWAY_WORKERS", "1"))
-    return build_app(dataclasses.replace(config, num_instances=config.num_instances * workers))
+    return build_app(dataclasses.replace(config, num_instances=config.num_instances * workers, workers=workers))
 
 
 def main(argv: list[str] | None = None) -> int:

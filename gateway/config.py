@@ -98,6 +98,11 @@ class GatewayConfig:
     otlp_endpoint: str | None = None
     """OTLP/HTTP trace collector (http://otel-collector:4318); None: the OTEL_EXPORTER_OTLP_* variables, else off."""
     trace_sample_ratio: float = 1.0
+    debug_headers: bool = False
+    """Answer with x-sluicegate-replica (the chosen replica) and x-sluicegate-prefix-tokens (the prefix tokens the
+    router believed it held): routing made visible per request. Off by default: it names internal hosts."""
+    workers: int = 1
+    """Worker processes serving this config (`sluicegate gateway --workers`); set by the command, not the file."""
     request_lease_s: float = 900.0
     """A request counts against max_concurrent at most this long, so a crashed gateway cannot leak slots (at least
     MIN_REQUEST_LEASE_S)."""
@@ -221,6 +226,7 @@ def config_from_dict(raw: dict) -> GatewayConfig:
         router=str(raw.get("router", "gateway.simple_router:build_router")),
         request_lease_s=_at_least("request_lease_s", raw.get("request_lease_s", 900.0), MIN_REQUEST_LEASE_S),
         admission_overlap=_bool("admission_overlap", raw.get("admission_overlap", True)),
+        debug_headers=_bool("debug_headers", raw.get("debug_headers", False)),
         otlp_endpoint=raw.get("otlp_endpoint"),
         trace_sample_ratio=float(raw.get("trace_sample_ratio", 1.0)),
         guardrails=_guardrails(raw.get("guardrails")),

@@ -141,6 +141,9 @@ class CompletionsEndpoint:
         try:
             with stage("upstream"):
                 await (opening if opening is not None else self._open(a, flight, scope))
+            if self._gw.config.debug_headers and flight.route is not None:
+                a.headers += [(b"x-sluicegate-replica", flight.route.replica.encode()),
+                              (b"x-sluicegate-prefix-tokens", str(flight.route.matched_prefix_tokens).encode())]
             with stage("stream"):
                 if a.parsed.stream:
                     await self._relay_stream(a, flight, send, started)
@@ -172,7 +175,10 @@ class CompletionsEndpoint:
         upstream_trace_headers(headers, header(scope, b"traceparent"))
         exclude: frozenset[str] = frozenset()
         last_error: ApiError | None = None
-        for _attempt in range(2):
+        # A kept-alive connection the replica had closed (it restarted, or died) earns one fresh connection to the
+        # same replica before the one retry on another; it does not use that retry up.
+        reconnected: set[str] = set()
+        while True:
             try:
                 with stage("route"):
                     route = gw.router.route(request, exclude)
@@ -190,24 +196,25 @@ class CompletionsEndpoint:
                 last_error = upstream_failed(f"Could not reach the upstream {route.replica}: {type(exc).__name__}.")
                 gw.router.release(route, ERROR_BEFORE_FIRST_BYTE)
                 flight.route = None
-                # A kept-alive connection the upstream closed under us is worth a retry on the same replica (a
-                # fresh connection); a refused connect is not.
-                if not isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)) or isinstance(
-                        exc, aiohttp.ClientConnectorError):
-                    exclude = exclude | {route.replica}
-                continue
-            if response.status < 400:
-                flight.response, flight.accepted = response, True
-                return
-            last_error = await _upstream_error(response)
-            gw.metrics.child(gw.metrics.upstream_errors, f"http_{response.status}").inc()
-            if response.status < 500:
-                flight.outcome = OK  # the replica is healthy; the request was bad
+                stale = isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)) and not isinstance(
+                    exc, aiohttp.ClientConnectorError)  # a refused connect is no stale connection
+                if stale and route.replica not in reconnected:
+                    reconnected.add(route.replica)
+                    continue
+            else:
+                if response.status < 400:
+                    flight.response, flight.accepted = response, True
+                    return
+                last_error = await _upstream_error(response)
+                gw.metrics.child(gw.metrics.upstream_errors, f"http_{response.status}").inc()
+                if response.status < 500:
+                    flight.outcome = OK  # the replica is healthy; the request was bad
+                    raise last_error
+                gw.router.release(route, ERROR_BEFORE_FIRST_BYTE)
+                flight.route = None
+            if exclude:  # the retry on another replica failed too
                 raise last_error
-            gw.router.release(route, ERROR_BEFORE_FIRST_BYTE)
-            flight.route = None
             exclude = exclude | {route.replica}
-        raise last_error
 
     async def _relay_json(self, a: Ticket, flight: Flight, send, started: float) -> None:
         response = flight.response

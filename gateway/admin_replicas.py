@@ -1,0 +1,90 @@
+"""The admin API's replica pools (`/admin/v1/models/{model}/replicas`): change a model's replicas at run time.
+
+    GET    /models/{model}/replicas                 list, with health, breaker, load and KV-feed state
+    POST   /models/{model}/replicas                 add {name, url, kv_events?}          -> 201; re-adding a draining
+                                                    replica with its URL puts it back in service
+    POST   /models/{model}/replicas/{name}/drain    no new requests; in-flight ones finish
+    DELETE /models/{model}/replicas/{name}          drain, then forget it once its last request ends (none is lost)
+
+A change applies to the gateway process that takes it. Replica pools live in each process's router, so with
+`--workers N` a change would reach one worker of N: the API refuses it (409) and the config file is the way.
+Several gateway instances each need the call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from gateway.errors import ApiError, invalid_request
+from gateway.routing.base import ReplicaAdmin
+from gateway.routing.config import ReplicaConfig, RoutingConfigError
+
+# A metrics label and a path segment: no spaces, no slashes.
+REPLICA_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def _admin(gw, request: Request) -> ReplicaAdmin:
+    model = request.path_params["model"]
+    if model not in gw.config.models:
+        raise ApiError(404, f"The gateway serves no model {model!r}.", code="model_not_found", param="model")
+    if not isinstance(gw.router, ReplicaAdmin):
+        raise ApiError(404, "This gateway's router does not manage replica pools.", code="not_supported")
+    return gw.router
+
+
+def _changeable(gw) -> None:
+    if gw.config.workers > 1:
+        raise ApiError(409, f"Replica changes reach one process of {gw.config.workers} (--workers): edit the "
+                            "config's replicas and restart instead.", code="not_supported")
+
+
+def _answer(call, *args, status: int = 200) -> Response:
+    try:
+        info = call(*args)
+    except KeyError as exc:  # UnknownReplicaError
+        raise ApiError(404, str(exc.args[0] if exc.args else exc), code="replica_not_found", param="name") from None
+    except ValueError as exc:
+        raise ApiError(409, str(exc), code="replica_exists", param="name") from None
+    return JSONResponse(dataclasses.asdict(info), status_code=status)
+
+
+async def list_replicas(request: Request, store, gw) -> Response:
+    router = _admin(gw, request)
+    infos = router.replicas(request.path_params["model"])
+    return JSONResponse({"data": [dataclasses.asdict(info) for info in infos]})
+
+
+async def add_replica(request: Request, store, gw, read_json) -> Response:
+    router = _admin(gw, request)
+    _changeable(gw)
+    body = await read_json(request)
+    unknown = set(body) - {"name", "url", "kv_events"}
+    if unknown:
+        raise invalid_request(f"unknown replica fields {sorted(unknown)}; known: name, url, kv_events",
+                              param=sorted(unknown)[0])
+    name, kv_events = body.get("name"), body.get("kv_events", True)
+    if not isinstance(name, str) or not REPLICA_NAME_RE.match(name):
+        raise invalid_request(f"name must match {REPLICA_NAME_RE.pattern}, got {name!r}", param="name")
+    if not isinstance(kv_events, bool):
+        raise invalid_request(f"kv_events must be true or false, got {kv_events!r}", param="kv_events")
+    try:
+        url = ReplicaConfig(name, body.get("url"), kv_events).url
+    except RoutingConfigError as exc:
+        raise invalid_request(str(exc), param="url") from None
+    return _answer(router.add_replica, request.path_params["model"], name, url, kv_events, status=201)
+
+
+async def drain_replica(request: Request, store, gw) -> Response:
+    router = _admin(gw, request)
+    _changeable(gw)
+    return _answer(router.drain_replica, request.path_params["model"], request.path_params["name"])
+
+
+async def remove_replica(request: Request, store, gw) -> Response:
+    router = _admin(gw, request)
+    _changeable(gw)
+    return _answer(router.remove_replica, request.path_params["model"], request.path_params["name"])
