@@ -59,10 +59,13 @@ def unknown_model(model: str) -> ApiError:
     return ApiError(404, f"The model {model!r} does not exist.", "invalid_request_error", "model_not_found", "model")
 
 
-def context_length_exceeded(prompt_tokens: int, max_tokens: int, max_model_len: int, param: str) -> ApiError:
+def context_length_exceeded(prompt_tokens: int, max_tokens: int, max_model_len: int, param: str,
+                            at_least: bool = False) -> ApiError:
+    """`at_least`: prompt_tokens is a lower bound (the prompt was too long to be worth counting exactly)."""
+    bound = "at least " if at_least else ""
     message = (
-        f"This model's maximum context length is {max_model_len} tokens. However, you requested "
-        f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the prompt, {max_tokens} for the completion)."
+        f"This model's maximum context length is {max_model_len} tokens. However, you requested {bound}"
+        f"{prompt_tokens + max_tokens} tokens ({bound}{prompt_tokens} in the prompt, {max_tokens} for the completion)."
     )
     return ApiError(400, message, "invalid_request_error", "context_length_exceeded", param)
 

@@ -29,7 +29,7 @@ async def measure(parsed: ParsedRequest, model: ModelConfig, tokenizer: PromptTo
             prompt = Prompt(count, None, text, count)
         else:
             text = tokenizer.render_chat(parsed.body["messages"], parsed.body.get("tools"))
-            _check_context(tokenizer.min_tokens(text), parsed, model, tokenizer, "messages")  # before encoding it
+            _check_context(tokenizer.min_tokens(text), parsed, model, tokenizer, "messages", at_least=True)
             ids = await tokenizer.encode(text, add_special_tokens=False)
             prompt = Prompt(len(ids), ids, text, len(ids))
         _check_context(prompt.prompt_tokens, parsed, model, tokenizer, "messages")
@@ -38,7 +38,7 @@ async def measure(parsed: ParsedRequest, model: ModelConfig, tokenizer: PromptTo
     for i, item in enumerate(parsed.prompts):
         if isinstance(item, str):
             if tokenizer:
-                _check_context(tokenizer.min_tokens(item), parsed, model, tokenizer, "prompt")
+                _check_context(tokenizer.min_tokens(item), parsed, model, tokenizer, "prompt", at_least=True)
             ids = await tokenizer.encode(item, add_special_tokens=True) if tokenizer else None
             count = len(ids) if ids is not None else estimate_tokens(item)
         else:
@@ -56,7 +56,9 @@ def max_context(model: ModelConfig, tokenizer: PromptTokenizer | None) -> int | 
 
 
 def _check_context(prompt_tokens: int, parsed: ParsedRequest, model: ModelConfig,
-                   tokenizer: PromptTokenizer | None, param: str) -> None:
+                   tokenizer: PromptTokenizer | None, param: str, at_least: bool = False) -> None:
+    """`at_least`: prompt_tokens is the length-only lower bound, checked before encoding a prompt that may not be
+    worth encoding."""
     max_len = max_context(model, tokenizer)
     if max_len is not None and prompt_tokens + (parsed.max_tokens or 0) > max_len:
-        raise context_length_exceeded(prompt_tokens, parsed.max_tokens or 0, max_len, param)
+        raise context_length_exceeded(prompt_tokens, parsed.max_tokens or 0, max_len, param, at_least)
