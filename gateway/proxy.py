@@ -87,7 +87,9 @@ class CompletionsEndpoint:
                 ticket = await prepare(gw, self._kind, scope, receive, request_id, shown_id)
                 opening = await self._admit(ticket, flight, scope)
             except ApiError as error:
-                gw.count_request("", "", error.status)
+                # Once the key is known (a refusal, a prompt too long), the answer counts under its tenant.
+                tenant, model = (ticket.tenant.id, ticket.parsed.model) if ticket is not None else ("", "")
+                gw.count_request(tenant, model, error.status)
                 await send_error(send, error, [(b"x-request-id", shown_id)])
                 return
             except ClientGone:

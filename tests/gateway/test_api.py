@@ -438,6 +438,16 @@ def test_health_and_metrics(gateway):
         assert name in metrics
 
 
+def test_refusals_count_under_their_tenant(gateway):
+    admin = gateway.admin
+    tenant = admin.tenant(rpm=1)
+    key = admin.key(tenant)
+    assert post(gateway, key, {"model": "tiny", "messages": CHAT}).status_code == 200
+    assert post(gateway, key, {"model": "tiny", "messages": CHAT}).status_code == 429
+    metrics = httpx.get(gateway.url + "/metrics").text
+    assert f'sluicegate_requests_total{{model="tiny",status="429",tenant="{tenant}"}} 1.0' in metrics
+
+
 def test_client_never_waits_forever_for_a_reply(local_gateway):
     """A slow upstream with a fast client timeout: the gateway still settles (no leaked concurrency slot)."""
     admin = local_gateway.admin
