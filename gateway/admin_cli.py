@@ -17,7 +17,7 @@ import argparse
 import json
 import os
 import sys
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 import httpx
 
@@ -104,22 +104,19 @@ def _request(args) -> tuple[str, str, dict | None]:
             return "GET", path, None
         if args.action == "add":
             return "POST", path, {"name": args.name, "url": args.replica_url, "kv_events": not args.no_kv_events}
-        name = quote(args.name, safe="")
+        name = _segment(args.name)
         return ("POST", f"{path}/{name}/drain", None) if args.action == "drain" else ("DELETE", f"{path}/{name}", None)
-    for name in ("tenant", "key_id"):  # path segments: a name with '/' or '?' must not change the path
-        if hasattr(args, name):
-            setattr(args, name, quote(getattr(args, name), safe=""))
     if args.group == "tenants":
-        path = "/tenants" if args.action in ("list", "create") else f"/tenants/{args.tenant}"
+        path = "/tenants" if args.action in ("list", "create") else f"/tenants/{_segment(args.tenant)}"
         if args.action == "list":
             return "GET", path, None
         if args.action == "create":
-            return "POST", path, {"id": unquote(args.tenant), **_fields(args.set)}
+            return "POST", path, {"id": args.tenant, **_fields(args.set)}
         if args.action == "update":
             return "PATCH", path, _fields(args.set)
         return ("GET" if args.action == "get" else "DELETE"), path, None
     if args.group == "keys":
-        path = f"/tenants/{args.tenant}/keys"
+        path = f"/tenants/{_segment(args.tenant)}/keys"
         if args.action == "create":
             body = {"name": args.name, **_fields(args.set)}
             if args.ttl_s is not None:  # the API refuses 0 and negatives: never turn them into "no expiry"
@@ -128,9 +125,14 @@ def _request(args) -> tuple[str, str, dict | None]:
         if args.action == "list":
             return "GET", path, None
         if args.action == "revoke":
-            return "POST", f"{path}/{args.key_id}/revoke", None
-        return "POST", f"{path}/{args.key_id}/rotate", {"grace_s": args.grace_s}
-    return "GET", f"/tenants/{args.tenant}/usage?days={args.days}", None
+            return "POST", f"{path}/{_segment(args.key_id)}/revoke", None
+        return "POST", f"{path}/{_segment(args.key_id)}/rotate", {"grace_s": args.grace_s}
+    return "GET", f"/tenants/{_segment(args.tenant)}/usage?days={args.days}", None
+
+
+def _segment(value: str) -> str:
+    """One path segment: a name holding '/' or '?' must not change the path."""
+    return quote(value, safe="")
 
 
 def main(argv: list[str] | None = None) -> int:

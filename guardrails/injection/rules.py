@@ -32,6 +32,8 @@ def _rule(name: str, family: str, weight: float, triggers: tuple[str, ...], patt
 _GAP = r"[^.!?\n]{0,40}?"  # a few words, within one sentence
 _OVERRIDE_VERB = (r"(?:ignore|disregard|forget|skip|override|bypass|abandon|neglect|overlook|set\s+aside"
                   r"|throw\s+away|discard|leave\s+behind|drop)")
+_OVERRIDE_TRIGGERS = ("ignor", "disregard", "forget", "skip", "overrid", "bypass", "abandon", "neglect", "overlook",
+                      "aside", "throw", "discard", "behind", "drop")  # a substring of each _OVERRIDE_VERB
 _PRIOR = r"(?:previous|prior|above|preceding|earlier|former|initial|original|old|all|any|every|your|these|those|system)"
 # What only a model is given. Rules, constraints, commands, tasks and context are also CSS rules, database
 # constraints and shell commands ("override previous CSS rules", "drop all constraints"): they are weak targets.
@@ -46,17 +48,14 @@ _AFTER_PRIOR = rf"(?=\s*(?:$|[.,;:!?)\]\"'“”]|and\b|then\b|instead\b|{_TARGE
 RULES: tuple[Rule, ...] = (
     # -- instruction override
     _rule("override_previous_instructions", "override", 0.9,
-          ("ignor", "disregard", "forget", "skip", "overrid", "bypass", "abandon", "neglect", "overlook", "aside",
-           "throw", "discard", "behind", "drop"),
+          _OVERRIDE_TRIGGERS,
           rf"\b{_OVERRIDE_VERB}\b{_GAP}\b{_PRIOR}\b{_GAP}\b{_STRONG_TARGET}\b"),
     # Weak on its own: it needs a second signal to block at the default threshold.
     _rule("override_previous_rules", "override", 0.45,
-          ("ignor", "disregard", "forget", "skip", "overrid", "bypass", "abandon", "neglect", "overlook", "aside",
-           "throw", "discard", "behind", "drop"),
+          _OVERRIDE_TRIGGERS,
           rf"\b{_OVERRIDE_VERB}\b{_GAP}\b{_PRIOR}\b{_GAP}\b{_WEAK_TARGET}\b"),
     _rule("ignore_above", "override", 0.85,
-          ("ignor", "disregard", "forget", "skip", "overrid", "bypass", "abandon", "neglect", "overlook", "aside",
-           "throw", "discard", "behind", "drop"),
+          _OVERRIDE_TRIGGERS,
           rf"\b{_OVERRIDE_VERB}\s+(?:all\s+)?(?:of\s+)?(?:the\s+|what\s+is\s+)?(?:above|previous|preceding|earlier"
           rf"|prior)\b{_AFTER_PRIOR}"),
     _rule("change_your_instructions", "override", 0.8, ("instructions", "rules", "programming", "prompt", "guidelines"),
