@@ -5,12 +5,20 @@ Systems (each in its own subprocess, so peak memory is its own):
   hf-cb       transformers' continuous batching (ContinuousBatchingManager, paged attention), per-request lengths
   hf-padded   transformers' padded batched generate(): batches of --padded-batch-size in arrival order, each run to
               its longest request (the tokens past a request's own length are wasted, which is the point)
-Workload: heavy-tailed (Pareto) prompt and output lengths, EOS ignored so every system makes the same tokens.
+Workloads (EOS ignored, so every system makes the same tokens):
+  pareto      (default) heavy-tailed (Pareto) prompt and output lengths; each system in its own subprocess
+  long-tail   few requests (64, all arriving at once), prompts of 16-200 tokens, Pareto output lengths capped at 256
+              (mean ~73): most steps run few sequences, so per-step overhead decides. Every system runs in one
+              subprocess, one after the other, each after a short warm-up.
+--busy-neighbour runs a busy-looping process beside the benchmark (the local stack's normal case: `sluicegate up`
+runs two replicas and a gateway on one machine); --profile-step times the engine's step phases instead
+(bench/engine_profile.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -38,6 +46,18 @@ def make_workload(num_requests: int, vocab_size: int, seed: int, prompt_mean: fl
     output_lens = pareto_lengths(rng, num_requests, output_mean, 1.8, 1, 1024)
     prompts = [rng.integers(5, vocab_size, size=n).tolist() for n in prompt_lens]
     return {"prompts": prompts, "output_lens": output_lens}
+
+
+def make_long_tail_workload(num_requests: int, vocab_size: int, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    prompt_lens = rng.integers(16, 201, size=num_requests).tolist()
+    # Pareto(1.5) with an untruncated mean of 90, capped at 256: a mean of ~73 with a few long ones.
+    output_lens = pareto_lengths(rng, num_requests, 90.0, 1.5, 1, 256)
+    prompts = [rng.integers(5, vocab_size, size=n).tolist() for n in prompt_lens]
+    return {"prompts": prompts, "output_lens": output_lens}
+
+
+WARMUP = {"prompts": [list(range(5, 21))], "output_lens": [4]}  # one short request: lazy init outside the timing
 
 
 def _peak_rss_mib() -> float:
@@ -135,22 +155,55 @@ def _worker(args) -> int:
     import torch
 
     torch.set_num_threads(args.threads)  # the same for every system
-    work = json.loads(Path(args.workload).read_text())
-    result = RUNNERS[args.worker](args.model, work, args)
-    result["peak_rss_mib"] = _peak_rss_mib()
-    print("RESULT " + json.dumps(result))
+    work = json.loads(Path(args.workload_file).read_text())
+    systems = args.worker.split(",")
+    for system in systems:
+        if len(systems) > 1:  # one process for all: each system's lazy initialisation stays out of its timing
+            RUNNERS[system](args.model, WARMUP, args)
+        result = RUNNERS[system](args.model, work, args)
+        result["peak_rss_mib"] = _peak_rss_mib()  # the process's peak so far: only the first system's is its own
+        print(f"RESULT {system} " + json.dumps(result), flush=True)
     return 0
 
 
-def _run_system(system: str, workload_path: str, args) -> dict:
-    cmd = [sys.executable, "-m", "bench.engine", "--worker", system, "--workload", workload_path, "--model", args.model]
+def _run_systems(systems: list[str], workload_path: str, args) -> dict[str, dict]:
+    """Run `systems` in one worker subprocess; their results by name (an error for those that gave none)."""
+    cmd = [sys.executable, "-m", "bench.engine", "--worker", ",".join(systems), "--workload-file", workload_path]
+    cmd += ["--model", args.model, "--threads", str(args.threads), "--padded-batch-size", str(args.padded_batch_size)]
     cmd += ["--max-num-seqs", str(args.max_num_seqs), "--max-num-batched-tokens", str(args.max_num_batched_tokens)]
-    cmd += ["--padded-batch-size", str(args.padded_batch_size), "--threads", str(args.threads)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout_s)
-    for line in proc.stdout.splitlines():
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout_s, env=_worker_env(args))
+        stdout, error = proc.stdout, (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    except subprocess.TimeoutExpired as exc:  # keep what the systems that did finish printed
+        stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        error = f"timed out after {args.timeout_s:g} s"
+    results = {}
+    for line in stdout.splitlines():
         if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT ") :])
-    return {"error": (proc.stderr.strip().splitlines() or ["no output"])[-1]}
+            system, payload = line[len("RESULT ") :].split(" ", 1)
+            results[system] = json.loads(payload)
+    return {s: results.get(s, {"error": error}) for s in systems}
+
+
+def _worker_env(args) -> dict[str, str]:
+    env = dict(os.environ)
+    if args.omp_wait_policy:  # read by the OpenMP runtime when torch loads, so it goes in before the process starts
+        env["OMP_WAIT_POLICY"] = args.omp_wait_policy
+    return env
+
+
+@contextlib.contextmanager
+def busy_neighbour(enabled: bool):
+    """A process that keeps one core busy while the benchmark runs (stopped by its own pid afterwards)."""
+    if not enabled:
+        yield
+        return
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -182,8 +235,10 @@ def _fmt(v, unit: str = "") -> str:
 
 
 def print_table(rows: list[dict], meta: dict) -> None:
+    notes = f"{meta['workload']} workload" + (", busy neighbour" if meta["busy_neighbour"] else "")
+    notes += f", OMP_WAIT_POLICY={meta['omp_wait_policy']}" if meta["omp_wait_policy"] else ""
     print(
-        f"bench engine: {meta['num_requests']} requests, prompt mean {meta['prompt_mean']:.0f} (max {meta['prompt_max']}),"
+        f"bench engine ({notes}): {meta['num_requests']} requests, prompt mean {meta['prompt_mean']:.0f} (max {meta['prompt_max']}),"
         f" output mean {meta['output_mean']:.0f} (max {meta['output_max']}) tokens, model {meta['model']}"
     )
     header = f"{'system':<10} {'out tok/s':>10} {'elapsed s':>10} {'TTFT p50 ms':>12} {'ITL p50 ms':>11} {'ITL p99 ms':>11} {'peak RSS MiB':>13} {'ours is':>9}"
@@ -215,12 +270,40 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--timeout-s", type=float, default=1800)
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch CPU threads for every system")
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--spec", action="store_true", help="speculative decoding section instead (bench/engine_spec.py)")
+    parser.add_argument(
+        "--workload",
+        choices=("pareto", "long-tail"),
+        default="pareto",
+        help="pareto: --num-requests with Pareto prompt and output lengths; long-tail: 64 requests "
+        "at once, prompts 16-200, outputs Pareto capped at 256, all systems in one process",
+    )
+    parser.add_argument("--busy-neighbour", action="store_true", help="run a busy-looping process alongside")
+    parser.add_argument(
+        "--omp-wait-policy",
+        choices=("PASSIVE", "ACTIVE"),
+        default=None,
+        help="OMP_WAIT_POLICY for the processes measured (default: the environment's)",
+    )
+    parser.add_argument(
+        "--profile-step",
+        action="store_true",
+        help="time the engine's step phases at batch 1, 8, 64 instead (bench/engine_profile.py)",
+    )
+    parser.add_argument("--profile-steps", type=int, default=64, help="decode steps measured per batch size")
+    parser.add_argument(
+        "--profile-timer",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="cpu: the engine thread's CPU time, which other jobs on the machine do not inflate",
+    )
+    parser.add_argument(
+        "--spec", action="store_true", help="speculative decoding section instead (bench/engine_spec.py)"
+    )
     parser.add_argument("--pair", default=".sluicegate/models/pair", help="trained target/draft pair (made if missing)")
     parser.add_argument("--spec-max-tokens", type=int, default=64)
     parser.add_argument("--num-speculative-tokens", type=int, default=4)
-    parser.add_argument("--worker", choices=sorted(RUNNERS), help=argparse.SUPPRESS)
-    parser.add_argument("--workload", help=argparse.SUPPRESS)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # comma-separated systems, run in this process
+    parser.add_argument("--workload-file", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         return _worker(args)
@@ -232,27 +315,56 @@ def main(argv: list[str]) -> int:
             from engine.tiny_model import make_tiny_model
 
             make_tiny_model(DEFAULT_MODEL_DIR, preset="small")
+    if args.profile_step:
+        with busy_neighbour(args.busy_neighbour):
+            return _profile_main(args)
     vocab = json.loads((Path(args.model) / "config.json").read_text())["vocab_size"]
-    work = make_workload(args.num_requests, vocab, args.seed, args.prompt_mean, args.output_mean)
+    if args.workload == "long-tail":
+        work = make_long_tail_workload(64, vocab, args.seed)
+    else:
+        work = make_workload(args.num_requests, vocab, args.seed, args.prompt_mean, args.output_mean)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(work, f)
-    rows = []
+    systems = args.systems.split(",")
     try:
-        for system in args.systems.split(","):
-            rows.append(summarize(system, _run_system(system, f.name, args)))
+        with busy_neighbour(args.busy_neighbour):
+            if args.workload == "long-tail":
+                results = _run_systems(systems, f.name, args)
+            else:
+                results = {s: _run_systems([s], f.name, args)[s] for s in systems}
     finally:
         os.unlink(f.name)
+    rows = [summarize(s, results[s]) for s in systems]
     plens, olens = [len(p) for p in work["prompts"]], work["output_lens"]
     meta = {
-        "model": args.model, "num_requests": args.num_requests, "prompt_mean": float(np.mean(plens)),
+        "model": args.model, "num_requests": len(plens), "prompt_mean": float(np.mean(plens)),
         "prompt_max": max(plens), "output_mean": float(np.mean(olens)), "output_max": max(olens),
         "cpu_count": os.cpu_count(), "threads": args.threads, "date": time.strftime("%Y-%m-%d"),
+        "workload": args.workload, "busy_neighbour": args.busy_neighbour, "omp_wait_policy": args.omp_wait_policy,
     }  # fmt: skip
     if args.json:
         print(json.dumps({"meta": meta, "results": rows}))
     else:
         print_table(rows, meta)
     return 0 if all("error" not in r for r in rows) else 1
+
+
+def _profile_main(args) -> int:
+    if args.omp_wait_policy:
+        os.environ["OMP_WAIT_POLICY"] = args.omp_wait_policy  # before torch loads (it is not imported yet here)
+    import torch
+
+    from bench.engine_profile import print_profile_table, profile_steps
+
+    torch.set_num_threads(args.threads)
+    rows = profile_steps(args.model, args.profile_steps, timer=args.profile_timer)
+    meta = {"model": args.model, "threads": args.threads, "cpu_count": os.cpu_count(), "timer": args.profile_timer,
+            "busy_neighbour": args.busy_neighbour, "omp_wait_policy": args.omp_wait_policy}  # fmt: skip
+    if args.json:
+        print(json.dumps({"meta": meta, "profile": rows}))
+    else:
+        print_profile_table(rows, meta)
+    return 0
 
 
 def _spec_main(args) -> int:

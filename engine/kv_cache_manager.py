@@ -9,6 +9,10 @@ Block table of a sequence (block_size 4 here) after a prefix hit on its first tw
 
 Only full blocks are ever cached or shared read-only. A partly filled block is shared only after a fork (n > 1),
 and the first sibling to write into it gets a private copy.
+
+This class is the only writer of a sequence's block_table, and it only ever appends to the list in place: any
+other change (free, fork, copy-on-write, trim, swap-in) puts a new list there. The model runner's persistent batch
+(engine/input_batch.py) relies on it to mirror each table incrementally: new entries at the end, or a new list.
 """
 
 from __future__ import annotations
@@ -50,6 +54,13 @@ class KVCacheManager:
             hits.append(block)
         return hits
 
+    def commit(self, seq: Sequence, num_tokens: int) -> None:
+        """num_tokens more of seq's tokens have their KV in the cache (after a forward pass, or a verification):
+        count them, free slots past them (rejected drafts' reservations) and register blocks that became full."""
+        seq.num_computed_tokens += num_tokens
+        self.trim(seq, seq.num_computed_tokens)
+        self.cache_full_blocks(seq)
+
     def cache_full_blocks(self, seq: Sequence) -> None:
         """Register blocks that became full (all their KV computed) in the prefix cache."""
         if not self.enable_caching:
@@ -72,6 +83,11 @@ class KVCacheManager:
         with no blocks yet). Leaves at least reserve_blocks free, or changes nothing and returns False."""
         bs = self.block_size
         start = seq.num_computed_tokens + len(cached_blocks) * bs
+        table = seq.block_table
+        # A decode inside its last block (15 steps in 16): nothing to allocate, unless the block is shared.
+        fits = not cached_blocks and not reserve_blocks and start + num_new_tokens <= len(table) * bs
+        if fits and (start % bs == 0 or table[start // bs].ref_cnt <= 1):
+            return True
         num_required = -(-(start + num_new_tokens) // bs)
         num_new_blocks = max(0, num_required - len(seq.block_table) - len(cached_blocks))
         cow = self._needs_copy_on_write(seq, start)
@@ -98,7 +114,7 @@ class KVCacheManager:
         private = self.pool.allocate(1)[0]
         self.kv_cache.copy_blocks([shared.block_id], [private.block_id])
         self.pool.free([shared])
-        seq.block_table[index] = private
+        seq.block_table = [*seq.block_table[:index], private, *seq.block_table[index + 1 :]]  # a new list: see top
 
     def fork(self, parent: Sequence, child: Sequence) -> None:
         """child shares all of parent's blocks (one more reference each)."""
@@ -107,6 +123,11 @@ class KVCacheManager:
         child.block_hashes = list(parent.block_hashes)
         child.num_cached_blocks = parent.num_cached_blocks
         child.num_computed_tokens = parent.num_computed_tokens
+
+    def drop(self, seq: Sequence) -> None:
+        """Preemption by recompute: the KV is gone, so none of seq's tokens count as computed."""
+        self.free(seq)
+        seq.num_computed_tokens = 0
 
     def free(self, seq: Sequence) -> None:
         # Tail first: the end of a chain is evicted before its (more widely shared) head.
@@ -120,7 +141,7 @@ class KVCacheManager:
         keep = -(-num_tokens // self.block_size)
         if len(seq.block_table) > keep:
             self.pool.free(reversed(seq.block_table[keep:]))
-            del seq.block_table[keep:]
+            seq.block_table = seq.block_table[:keep]  # a new list: see the module docstring
 
     # -- swapping -----------------------------------------------------------------------------------------------
     def swap_out(self, seq: Sequence) -> bool:

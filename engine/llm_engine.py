@@ -17,6 +17,7 @@ from engine.config import EngineConfig
 from engine.cuda_graphs import DecodeGraphRunner
 from engine.detokenizer import IncrementalDetokenizer
 from engine.errors import ContextLengthError, RequestError, RequestTooLargeError
+from engine.input_batch import InputBatch
 from engine.kv_cache import KVCache, kv_budget_bytes, num_blocks_for_budget
 from engine.kv_cache_manager import KVCacheManager
 from engine.model_loader import load_hf_config, load_weights, resolve_device, resolve_dtype
@@ -28,9 +29,10 @@ from engine.outputs import CompletionOutput, RequestOutput
 from engine.sampler import Sampler, SamplingRow
 from engine.sampling_params import SamplingParams
 from engine.scheduler import Scheduler
+from engine.sequence import Request, Sequence
 from engine.speculative import Speculator
-from engine.sequence import Request, Sequence, SequenceStatus
 from engine.stats import EngineStats, KVEvent
+from engine.step_profile import StepClock
 
 
 class LLMEngine:
@@ -69,10 +71,16 @@ class LLMEngine:
         self.kv = KVCacheManager(self.pool, self.kv_cache, self.block_size, num_host_blocks)
         self.counters = EngineStats(num_blocks_total=num_blocks)
         self.scheduler = Scheduler(config, self.kv, self.counters)
-        self.runner = ModelRunner(model, self.kv_cache, self.block_size, self.device)
+        # Off unless a profiler turns it on (bench engine --profile-step); on CUDA it waits for each phase's kernels.
+        self.clock = StepClock(torch.cuda.synchronize if self.device.type == "cuda" else None)
+        max_blocks_per_seq = -(-self.max_model_len // self.block_size)
+        self.runner = ModelRunner(
+            model, self.kv_cache, self.block_size, self.device, InputBatch(config.max_num_seqs, max_blocks_per_seq),
+            self.clock,
+        )  # fmt: skip
         if self.device.type == "cuda" and not config.enforce_eager:
             self.runner.graph_runner = DecodeGraphRunner(
-                model, self.kv_cache, -(-self.max_model_len // self.block_size), config.cuda_graph_sizes,
+                model, self.kv_cache, max_blocks_per_seq, config.cuda_graph_sizes,
                 self.device, use_graphs=True,
             )  # fmt: skip
         self.sampler = Sampler(self.device, config.seed)
@@ -89,14 +97,14 @@ class LLMEngine:
                     f"draft model vocab {draft_spec.vocab_size} != target vocab {self.spec.vocab_size}: the draft "
                     "must share the target's tokenizer"
                 )
-            weights = load_weights(
-                config.speculative_model, draft_spec, "auto", self.device, self.dtype, config.seed
-            )
+            weights = load_weights(config.speculative_model, draft_spec, "auto", self.device, self.dtype, config.seed)
             rope = RotaryEmbedding(draft_hf, draft_spec.head_dim, self.max_model_len, self.device, self.dtype)
             attention = PagedAttention(attention_ops(self.device, config.attention_backend), draft_spec.head_dim**-0.5)
             mirror = KVCache(draft_spec, num_blocks, self.block_size, self.dtype, self.device)
             self.kv_cache.mirrors.append(mirror)
-            draft_runner = ModelRunner(LlamaModel(draft_spec, weights, rope, attention), mirror, self.block_size, self.device)
+            draft_batch = InputBatch(config.max_num_seqs, -(-self.max_model_len // self.block_size))
+            draft_model = LlamaModel(draft_spec, weights, rope, attention)
+            draft_runner = ModelRunner(draft_model, mirror, self.block_size, self.device, draft_batch)
             draft_cost_ratio = _param_count(draft_spec) / _param_count(self.spec)
         return Speculator(
             config.speculative_method,
@@ -134,11 +142,14 @@ class LLMEngine:
             raise RequestError(f"request id {request_id!r} is already in use", param="request_id")
         self._validate_prompt(prompt_token_ids)
         if params.n > self.config.max_num_seqs:
-            raise RequestError(f"n={params.n} is more than this engine runs at once (max_num_seqs="
-                               f"{self.config.max_num_seqs})", param="n")
+            raise RequestError(
+                f"n={params.n} is more than this engine runs at once (max_num_seqs={self.config.max_num_seqs})",
+                param="n",
+            )
         if any(t >= self.spec.vocab_size for t in params.stop_token_ids):
-            raise RequestError(f"stop_token_ids must be below the vocabulary size {self.spec.vocab_size}",
-                               param="stop_token_ids")
+            raise RequestError(
+                f"stop_token_ids must be below the vocabulary size {self.spec.vocab_size}", param="stop_token_ids"
+            )
         max_tokens = self._resolve_max_tokens(len(prompt_token_ids), params)
         request = Request(request_id, list(prompt_token_ids), params, cache_salt, max_tokens=max_tokens)
         if arrival_time is not None:
@@ -202,15 +213,17 @@ class LLMEngine:
     @torch.inference_mode()
     def step(self) -> list[RequestOutput]:
         started = time.monotonic()
+        clock = self.clock
+        clock.start_step()
         sched = self.scheduler.schedule()
         if sched.is_empty:
             return []
         drafts = self.speculator.propose(sched.scheduled, sched.num_batched_tokens) if self.speculator else {}
-        logits, inputs = self.runner.execute(sched.scheduled, drafts)
+        clock.lap("schedule")  # drafting (speculative decoding) included
+        logits, inputs = self.runner.execute(sched.scheduled, drafts)  # laps "prepare" and "forward"
         for seq, num_new in sched.scheduled:
             if seq.seq_id not in drafts:  # speculating sequences count only verified tokens, after verification
-                seq.num_computed_tokens += num_new
-                self.kv.cache_full_blocks(seq)
+                self.kv.commit(seq, num_new)
         if drafts:
             plain_logits, plain_seqs, spec_logits, spec_seqs = _split_rows(logits, inputs, drafts)
             touched = self._sample_and_append(plain_logits, plain_seqs)
@@ -222,7 +235,10 @@ class LLMEngine:
         now = time.monotonic()
         self.counters.num_steps_total += 1
         self.counters.last_step_time_s = now - started
-        return self._make_outputs(touched, now)
+        outputs = self._make_outputs(touched, now)
+        clock.lap("output")
+        clock.end_step()
+        return outputs
 
     def _sample_and_append(self, logits: torch.Tensor, sample_seqs: list[Sequence]) -> list[Request]:
         # Expand rows: a request finishing its prompt with n > 1 forks here, and its siblings sample from the
@@ -242,6 +258,7 @@ class LLMEngine:
         if len(row_index) != len(sample_seqs):
             logits = logits[torch.tensor(row_index, device=logits.device)]
         result = self.sampler(logits, rows)
+        self.clock.lap("sample")  # with the computed-token bookkeeping before it; what follows is "output"
         touched: dict[str, Request] = {}
         for seq, token_id, logprob in zip(row_seqs, result.token_ids, result.logprobs):
             self._append_token(seq, token_id, logprob)
@@ -252,15 +269,14 @@ class LLMEngine:
         self, logits: list[torch.Tensor], seqs: list[Sequence], drafts: dict[int, list[int]]
     ) -> list[Request]:
         for seq, tokens in zip(seqs, self.speculator.verify(seqs, logits, drafts)):
-            # The pending token and the accepted drafts now have verified KV; the last token is the new pending one.
-            seq.num_computed_tokens += len(tokens)
             for token in tokens:
                 self._append_token(seq, token, None)
                 if seq.is_finished:
                     break
             if not seq.is_finished:
-                self.kv.trim(seq, seq.num_computed_tokens)
-                self.kv.cache_full_blocks(seq)
+                # The pending token and the accepted drafts now have verified KV; the last token is the new pending
+                # one. The rejected drafts' slots are freed.
+                self.kv.commit(seq, len(tokens))
         return list({s.request.request_id: s.request for s in seqs}.values())
 
     def _fork(self, request: Request) -> list[Sequence]:
@@ -276,12 +292,18 @@ class LLMEngine:
         return children
 
     def _sampling_row(self, seq: Sequence) -> SamplingRow:
+        """The sequence's row, made at its first sample and kept: only its suppressed tokens change, once."""
         params = seq.request.params
-        suppressed = []
-        if seq.num_output_tokens < params.min_tokens:
-            suppressed = list(params.stop_token_ids) + ([] if params.ignore_eos else list(self.eos_token_ids))
-        outputs = seq.output_ids if params.has_penalties else []
-        return SamplingRow(params, seq.generator, outputs, suppressed)
+        row = seq.sampling_row
+        if row is None:
+            suppressed = []
+            if seq.num_output_tokens < params.min_tokens:
+                suppressed = list(params.stop_token_ids) + ([] if params.ignore_eos else list(self.eos_token_ids))
+            outputs = seq.output_ids if params.has_penalties else []
+            row = seq.sampling_row = SamplingRow(params, seq.generator, outputs, suppressed)
+        elif row.suppressed_token_ids and seq.num_output_tokens >= params.min_tokens:
+            row.suppressed_token_ids = []
+        return row
 
     def _append_token(self, seq: Sequence, token_id: int, logprob) -> None:
         request, params = seq.request, seq.request.params
@@ -306,10 +328,7 @@ class LLMEngine:
 
     def _finish(self, seq: Sequence, reason: str) -> None:
         seq.finish_reason = reason
-        if seq.status is SequenceStatus.SWAPPED:
-            self.kv.release_host_blocks(seq)
-        seq.status = SequenceStatus.FINISHED
-        self.kv.free(seq)
+        self.scheduler.finish(seq)
 
     def _make_outputs(self, touched: list[Request], now: float) -> list[RequestOutput]:
         outputs = []

@@ -8,7 +8,7 @@ batch; unseeded rows share the engine's generator in one draw.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -24,6 +24,12 @@ class SamplingRow:
     generator: torch.Generator | None
     output_token_ids: list[int]  # for penalties: the sequence's own list (Sequence.output_ids), see _OutputCounts
     suppressed_token_ids: list[int]  # EOS / stop tokens while under min_tokens
+    # Greedy, no penalties, no logprobs: the row's token is its logits' argmax (once nothing is suppressed).
+    plain_greedy: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        p = self.params
+        self.plain_greedy = p.temperature < _GREEDY_EPS and not p.has_penalties and p.logprobs is None
 
 
 @dataclass
@@ -40,6 +46,10 @@ class Sampler:
 
     def __call__(self, logits: torch.Tensor, rows: list[SamplingRow]) -> SampleResult:
         """logits: [R, V] fp32, one row per SamplingRow."""
+        if all(r.plain_greedy and not r.suppressed_token_ids for r in rows):
+            # The common case of a greedy batch: one op and one transfer, none of the per-row checks below.
+            self._output_counts.forget()
+            return SampleResult(logits.argmax(dim=-1).tolist(), [None] * len(rows))
         num_rows, vocab = logits.shape
         params = [r.params for r in rows]
         self._suppress(logits, rows)

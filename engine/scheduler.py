@@ -42,6 +42,7 @@ class Scheduler:
         self.swapped: deque[Sequence] = deque()
         self.watermark_blocks = int(config.kv_admission_watermark * kv.pool.num_blocks)
         self.chunk_limit = config.long_prefill_token_threshold or config.max_num_batched_tokens
+        self.num_finished = 0  # sequences finished since remove_finished last ran
 
     @property
     def num_unfinished(self) -> int:
@@ -55,8 +56,19 @@ class Scheduler:
         seq.status = SequenceStatus.RUNNING
         self.running.append(seq)
 
+    def finish(self, seq: Sequence) -> None:
+        """seq is done (stopped, at its length, or aborted): its KV goes now, the queues drop it at remove_finished."""
+        if seq.status is SequenceStatus.SWAPPED:
+            self.kv.release_host_blocks(seq)
+        seq.status = SequenceStatus.FINISHED
+        self.kv.free(seq)
+        self.num_finished += 1
+
     def remove_finished(self) -> None:
-        """Drop finished sequences (rebuilt lists: O(n) once per step, not per removal)."""
+        """Drop finished sequences (rebuilt lists: O(n) once per step, not per removal; nothing when none finished)."""
+        if not self.num_finished:
+            return
+        self.num_finished = 0
         if any(s.is_finished for s in self.running):
             self.running = [s for s in self.running if not s.is_finished]
         if any(s.is_finished for s in self.waiting):
@@ -108,8 +120,7 @@ class Scheduler:
             return
         # Recompute: drop the KV; the sequence (prompt + output so far) is prefilled again later, mostly from the
         # prefix cache if its blocks survive.
-        self.kv.free(seq)
-        seq.num_computed_tokens = 0
+        self.kv.drop(seq)
         seq.status = SequenceStatus.WAITING
         self.waiting.appendleft(seq)
 

@@ -13,6 +13,7 @@ import torch
 from engine.block_pool import KVBlock
 from engine.detokenizer import IncrementalDetokenizer
 from engine.outputs import TokenLogprob
+from engine.sampler import SamplingRow
 from engine.sampling_params import SamplingParams
 
 
@@ -27,6 +28,9 @@ _seq_ids = itertools.count()
 
 
 class Sequence:
+    """Each field has one writer, named beside it: LLMEngine (tokens and output), Scheduler (status),
+    KVCacheManager (KV state: computed tokens, blocks), the speculator (the draft model's progress)."""
+
     def __init__(
         self,
         request: Request,
@@ -38,19 +42,22 @@ class Sequence:
         self.seq_id = next(_seq_ids)
         self.request = request
         self.index = index  # choice index within the request
-        self.token_ids = token_ids  # prompt + output
-        self.output_ids: list[int] = []  # the output part, kept beside token_ids: read every step, never sliced
         self.num_prompt_tokens = len(request.prompt_token_ids)
-        self.num_computed_tokens = 0  # tokens whose KV is in the cache
+        # Scheduler: the queue it is in.
         self.status = SequenceStatus.WAITING
-        # KV state (owned by KVCacheManager)
+        # KVCacheManager: KV state. Block tables only grow in place, or are replaced (engine/input_batch.py).
+        self.num_computed_tokens = 0  # tokens whose KV is in the cache
         self.block_table: list[KVBlock] = []
         self.block_hashes: list[int] = []  # hashes of full blocks of token_ids, chained
         self.num_cached_blocks = 0  # leading blocks of block_table registered in the prefix cache
         self.host_block_ids: list[int] = []  # where the KV lives while swapped out
+        # The speculator's draft model (reset by KVCacheManager.free, as that KV goes with the blocks).
         self.num_draft_computed = 0  # tokens whose draft-model KV is in the mirror cache (speculative decoding)
-        # sampling and output
+        # LLMEngine: tokens, sampling and output.
+        self.token_ids = token_ids  # prompt + output
+        self.output_ids: list[int] = []  # the output part, kept beside token_ids: read every step, never sliced
         self.generator = generator
+        self.sampling_row: SamplingRow | None = None  # made at the first sample, kept (LLMEngine._sampling_row)
         self.detokenizer = detokenizer
         self.logprobs: list[TokenLogprob] | None = [] if request.params.logprobs is not None else None
         self.finish_reason: str | None = None

@@ -1,0 +1,182 @@
+"""Step 6 of the request path: one request's way to a replica. Routes, sends, retries once on another replica
+before the first byte (the router's contract), and at the end releases what it holds: the connection (back to the
+pool, or closed, which cancels the upstream's work) and the route (the router's load and health bookkeeping).
+
+An attempt may be opened in the background while admission runs (overlap.py): `start` begins it, `opened` waits for
+it, and `abandon` cancels it when the admission refuses; nothing of its response reaches the client before then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+
+import aiohttp
+
+from gateway.errors import ApiError, unavailable, upstream_failed, upstream_retry_after_s, upstream_timeout
+from gateway.metrics import GatewayMetrics
+from gateway.request.body import cache_salt, upstream_body
+from gateway.request.context import Outcome, RequestContext, RequestPhase
+from gateway.request.prompts import max_context
+from gateway.request.spans import stage, upstream_trace_headers
+from gateway.request.tokenizer import PromptTokenizer
+from gateway.request.upstream import UpstreamPool
+from gateway.routing.base import NoHealthyReplicaError, Route, Router, RouteRequest
+from sluicegate.block_hash import block_hashes
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamLinks:
+    """What every attempt shares: built once, at start-up."""
+
+    router: Router
+    pool: UpstreamPool
+    metrics: GatewayMetrics
+    tokenizers: dict[str, PromptTokenizer]
+    """Model name -> its tokenizer (filled at start-up): the context length caps `max_tokens`."""
+
+
+class UpstreamAttempt:
+    def __init__(self, links: UpstreamLinks, path: str) -> None:
+        self._links = links
+        self._path = path
+        self._opening: asyncio.Task[None] | None = None
+        """The background open of an overlapped request; None when it opens in line."""
+        self.route: Route | None = None
+        """Held from routing until `release`."""
+        self.response: aiohttp.ClientResponse | None = None
+        """The replica's 2xx response, held until `release`."""
+        self.outcome = Outcome.ERROR_BEFORE_FIRST_BYTE
+        """What the router is told on release."""
+        self.accepted = False
+        """The replica answered 2xx: it took the request and started on it (its prompt counts as used)."""
+        self.cut = False
+        """The gateway ended a healthy stream itself (an output block): the upstream's work is cancelled."""
+
+    def start(self, ctx: RequestContext) -> None:
+        """Open in the background, before the admission has answered."""
+        self._opening = asyncio.get_running_loop().create_task(self._open(ctx))
+
+    async def opened(self, ctx: RequestContext) -> None:
+        """The request is sent and the replica answered 2xx (ApiError otherwise)."""
+        await (self._opening if self._opening is not None else self._open(ctx))
+        ctx.phase = RequestPhase.ROUTED
+
+    async def abandon(self) -> None:
+        """The admission refused an overlapped request: cancel it, the replica not blamed."""
+        # first: however the wait below ends, the replica is not blamed and the tenant not charged for the prompt
+        self.outcome, self.accepted = Outcome.NOT_ADMITTED, False
+        await self.stop_opening()
+
+    async def restart(self) -> None:
+        """What was sent is stale (an admin changed the tenant meanwhile): drop it, so `opened` sends afresh."""
+        await self.abandon()
+        self.release()
+        self._opening = None
+        self.outcome, self.accepted = Outcome.ERROR_BEFORE_FIRST_BYTE, False
+
+    async def stop_opening(self) -> None:
+        """Cancel a background open still running and wait for it to unwind (route chosen, connection closed), so
+        that whoever reads the attempt next sees its final state; its failure is not what the client hears."""
+        opening = self._opening
+        if opening is None or opening.done():
+            return
+        opening.cancel()
+        try:
+            await asyncio.wait([opening])
+        finally:
+            if opening.done() and not opening.cancelled():
+                opening.exception()
+
+    def release(self) -> None:
+        """The attempt is over: its connection goes back to the pool or is closed, its route is released."""
+        if self.response is not None:
+            if self.outcome == Outcome.OK and not self.cut:
+                self.response.release()  # read to the end: the connection goes back to the pool
+            else:
+                self.response.close()  # cut or refused: closing the connection cancels the upstream's work
+            self.response = None
+        if self.route is not None:
+            self._links.router.release(self.route, self.outcome)
+            self.route = None
+
+    async def _open(self, ctx: RequestContext) -> None:
+        """Route and send; on a failure before the first byte, retry once on another replica (router contract)."""
+        links = self._links
+        salt = cache_salt(ctx)
+        ids = ctx.prompt.token_ids
+        request = RouteRequest(ctx.parsed.model, ids, ctx.prompt.text, ctx.reserved_out, salt,
+                               block_hashes(ids, ctx.model.block_size, salt) if ids else [])
+        body = upstream_body(ctx, salt, max_context(ctx.model, links.tokenizers.get(ctx.model.name)))
+        headers = {"content-type": "application/json", "x-request-id": ctx.request_id}
+        upstream_trace_headers(headers, ctx.traceparent)
+        exclude: frozenset[str] = frozenset()
+        last_error: ApiError | None = None
+        # A kept-alive connection the replica had closed (it restarted, or died) earns one fresh connection to the
+        # same replica before the one retry on another; it does not use that retry up.
+        reconnected: set[str] = set()
+        while True:
+            try:
+                with stage("route"):
+                    route = links.router.route(request, exclude)
+            except NoHealthyReplicaError as exc:
+                raise last_error or unavailable(str(exc), exc.retry_after_s) from None
+            self.route = route
+            session = links.pool.session(route.url)
+            try:
+                response = await session.post(self._path, data=body, headers=headers)
+            except TimeoutError:  # aiohttp's ServerTimeoutError is one too: no answer within read_timeout_s
+                links.metrics.child(links.metrics.upstream_errors, "timeout").inc()
+                raise upstream_timeout(f"The upstream {route.replica} did not answer in time.") from None
+            except aiohttp.ClientError as exc:
+                links.metrics.child(links.metrics.upstream_errors, "connect").inc()
+                last_error = upstream_failed(f"Could not reach the upstream {route.replica}: {type(exc).__name__}.")
+                self._drop_route(route)
+                stale = isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)) and not isinstance(
+                    exc, aiohttp.ClientConnectorError)  # a refused connect is no stale connection
+                if stale and route.replica not in reconnected:
+                    reconnected.add(route.replica)
+                    continue
+            else:
+                if response.status < 400:
+                    self.response, self.accepted = response, True
+                    return
+                last_error = await _upstream_error(response)
+                links.metrics.child(links.metrics.upstream_errors, f"http_{response.status}").inc()
+                if response.status < 500:
+                    self.outcome = Outcome.OK  # the replica is healthy; the request was bad
+                    raise last_error
+                self._drop_route(route)
+            if exclude:  # the retry on another replica failed too
+                raise last_error
+            exclude = exclude | {route.replica}
+
+    def _drop_route(self, route: Route) -> None:
+        """This replica failed before the first byte: released as such, the next try routes afresh."""
+        self._links.router.release(route, Outcome.ERROR_BEFORE_FIRST_BYTE)
+        self.route = None
+
+
+async def _upstream_error(response: aiohttp.ClientResponse) -> ApiError:
+    """An upstream's error answer in OpenAI's format: its own message kept, 5xx mapped to 502/503."""
+    try:
+        data = await response.read()
+    except (TimeoutError, aiohttp.ClientError):
+        data = b""
+    finally:
+        response.release()
+    message, code = f"The upstream answered HTTP {response.status}.", None
+    try:
+        error = json.loads(data).get("error")
+        if isinstance(error, dict):
+            message, code = str(error.get("message") or message), error.get("code")
+    except (ValueError, AttributeError):
+        pass
+    status = response.status
+    if status == 503:
+        return unavailable(f"The upstream is overloaded: {message}",
+                           upstream_retry_after_s(response.headers.get("retry-after")))
+    if status >= 500:
+        return upstream_failed(f"The upstream failed: {message}")
+    return ApiError(status, message, "invalid_request_error", code if isinstance(code, str) else None)

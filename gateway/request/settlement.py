@@ -1,0 +1,114 @@
+"""Step 8 of the request path: the one place a request ends. `Reservation` is entered when a request arrives and
+left however it ends (answered, refused, upstream error, timeout, client disconnect, cancellation at shutdown); on
+leaving it settles what admission reserved, if it reserved anything, releases the upstream attempt and counts the
+answer. `__aexit__` runs no await before it has handed the settlement to a background task, so a cancellation
+cannot skip it, and it runs once per request by construction. What is charged:
+
+    refused, or failed before admission   nothing to settle (the store reserved nothing)
+    error before the first byte           nothing (0 in, 0 out)
+    completed                             the upstream's usage; without usage: our prompt count + the delivered text
+    cut mid-stream / disconnected         the upstream's usage if it came, else our prompt count + delivered text
+    blocked by an output guardrail        our prompt count + the text generated up to the block (upstream cut)
+    client gone before the first byte     our prompt count, when the replica had taken the request
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Protocol
+
+from gateway.metrics import GatewayMetrics
+from gateway.request.attempt import UpstreamAttempt
+from gateway.request.context import RequestContext, RequestPhase
+from gateway.request.tokenizer import PromptTokenizer, estimate_tokens
+from gateway.store.base import Admission, Settlement
+
+log = logging.getLogger(__name__)
+
+MAX_USAGE_TOKENS = 2**31 - 1
+"""An upstream's usage is clamped here: no request uses more, and Redis' counters must stay integers."""
+
+
+class SettlingStore(Protocol):
+    async def settle(self, settlement: Settlement, store: Any) -> None:
+        """`store`: the one that admitted the request (Admission.store), which the settlement goes back to."""
+
+
+@dataclass(frozen=True, slots=True)
+class SettlementParts:
+    """What settling reads and writes: built once, at start-up."""
+
+    store: SettlingStore
+    metrics: GatewayMetrics
+    tokenizers: dict[str, PromptTokenizer]
+    spawn: Callable[[Coroutine[Any, Any, None]], None]
+    """Runs a settlement in the background; the gateway waits for those still running when it shuts down."""
+
+
+class Reservation:
+    """`async with Reservation(parts, ctx, attempt):` around everything a request does."""
+
+    def __init__(self, parts: SettlementParts, ctx: RequestContext, attempt: UpstreamAttempt) -> None:
+        self._parts = parts
+        self._ctx = ctx
+        self._attempt = attempt
+
+    async def __aenter__(self) -> RequestContext:
+        return self._ctx
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        traceback: TracebackType | None) -> None:
+        # No await in here: neither a cancellation nor an error can come between the request's end and its settlement.
+        ctx, parts = self._ctx, self._parts
+        if ctx.admission is not None:  # first: nothing below may keep the reservation from being settled
+            parts.spawn(self._settle(ctx, ctx.admission, self._attempt.accepted))
+        authed, ctx.phase = ctx.authed, RequestPhase.SETTLED
+        self._attempt.release()
+        status = ctx.delivery.status
+        if ctx.admission is not None or status:  # a client gone before its body was read gets no answer to count
+            tenant_id, model = (ctx.tenant.id, ctx.parsed.model) if authed else ("", "")
+            parts.metrics.child(parts.metrics.requests, tenant_id, model, str(status or 500)).inc()
+
+    async def _settle(self, ctx: RequestContext, admission: Admission, accepted: bool) -> None:
+        parts, delivery = self._parts, ctx.delivery
+        usage = delivery.usage or (delivery.scanner.usage if delivery.scanner else None) or {}
+        actual_in, actual_out = 0, 0
+        if delivery.delivered_any:
+            reported_in, reported_out = _tokens(usage.get("prompt_tokens")), _tokens(usage.get("completion_tokens"))
+            actual_in = ctx.prompt.prompt_tokens if reported_in is None else reported_in
+            actual_out = self._count_delivered(ctx) if reported_out is None else reported_out
+        elif accepted:  # the client left before any of the answer arrived: the prompt was still taken in
+            actual_in = ctx.prompt.prompt_tokens
+        settlement = Settlement(ctx.tenant.id, ctx.key.digest, ctx.parsed.model, ctx.request_id,
+                                ctx.prompt.prompt_tokens, admission.reserved_out, actual_in, actual_out,
+                                admission.day, admission.month, ctx.lease_end_ms)
+        try:
+            await parts.store.settle(settlement, admission.store)
+        except Exception:
+            log.exception("settlement of %s failed", ctx.request_id)
+            return
+        parts.metrics.child(parts.metrics.tokens, ctx.tenant.id, "input").inc(actual_in)
+        parts.metrics.child(parts.metrics.tokens, ctx.tenant.id, "output").inc(actual_out)
+
+    def _count_delivered(self, ctx: RequestContext) -> int:
+        delivery = ctx.delivery
+        text = delivery.completion_text
+        if text is None:
+            text = delivery.scanner.delivered_text() if delivery.scanner else ""
+        tokenizer = self._parts.tokenizers.get(ctx.model.name)
+        return estimate_tokens(text) if tokenizer is None else tokenizer.count(text)
+
+
+def _tokens(value: object) -> int | None:
+    """A usage count as the store can take it; None when the upstream's is missing or not a count."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        return None
+    return min(value, MAX_USAGE_TOKENS)
+
+
+def completion_count(usage: dict[str, Any] | None) -> int | None:
+    """The usage's completion token count, None when it has no usable one (the answer is then counted by text)."""
+    return _tokens((usage or {}).get("completion_tokens"))
