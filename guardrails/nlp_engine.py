@@ -11,6 +11,8 @@ from pathlib import Path
 
 import guardrails.presidio_import  # noqa: F401  (before presidio/spacy: keeps torch out)
 
+# isort: split
+
 import spacy
 from presidio_analyzer.nlp_engine import SpacyNlpEngine
 from spacy.language import Language
@@ -57,10 +59,12 @@ def _load_model(path: Path) -> Language:
     if not (path / "config.cfg").is_file():
         raise GuardrailConfigError(
             f"spacy_model_path={str(path)!r} is not a spaCy pipeline folder (no config.cfg there); unpack a model "
-            "such as en_core_web_sm to a folder and point spacy_model_path at it, or set it to null")
+            "such as en_core_web_sm to a folder and point spacy_model_path at it, or set it to null"
+        )
     pipeline = spacy.load(path)
     if not pipeline.has_pipe("ner") and not pipeline.has_pipe("entity_ruler"):
         raise GuardrailConfigError(
             f"spacy_model_path={str(path)!r} has no 'ner' or 'entity_ruler' pipe (pipes: {pipeline.pipe_names}); "
-            "PERSON/LOCATION need a pipeline that labels entities")
+            "PERSON/LOCATION need a pipeline that labels entities"
+        )
     return pipeline

@@ -9,8 +9,9 @@ skip. `AnalyzerEngine.analyze` tokenizes every text and runs every recognizer ov
   3. tokenizes for context words only when some raw score is below its policy threshold, the only case where a
      context boost can change the outcome.
 
-PERSON / LOCATION / ORGANIZATION / NRP come from a spaCy NER model (GuardrailsConfig.spacy_model_path) through the
-analyzer in both paths: there is no cheap trigger for a name.
+PERSON / LOCATION / ORGANIZATION come from the shipped tagger (guardrails/ner/), which reads only capitalized
+stretches, so its trigger is a capital letter; street addresses are patterns reported as LOCATION. NRP (and, in
+addition, the three others) needs a spaCy NER model (GuardrailsConfig.spacy_model_path), run on its own pipeline.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from collections.abc import Iterable
 import regex
 
 import guardrails.presidio_import  # noqa: F401  (before presidio/spacy: keeps torch out)
+
+# isort: split
 from presidio_analyzer import AnalyzerEngine, EntityRecognizer, RecognizerRegistry, RecognizerResult
 from presidio_analyzer import predefined_recognizers as stock
 
@@ -27,9 +30,12 @@ from guardrails.errors import GuardrailConfigError
 from guardrails.findings import Finding, resolve_overlaps
 from guardrails.nlp_engine import make_nlp_engine
 from guardrails.policy import GuardrailPolicy
-from guardrails.recognizers import OfflineEmailRecognizer, own_recognizers
+from guardrails.recognizers import CaseInsensitiveIbanRecognizer, OfflineEmailRecognizer, own_recognizers
 
-NER_ENTITIES = frozenset({"PERSON", "LOCATION", "ORGANIZATION", "NRP"})
+# What a spaCy NER model adds; without one, NRP is refused (the shipped tagger covers the other three).
+SPACY_ENTITIES = frozenset({"PERSON", "LOCATION", "ORGANIZATION", "NRP"})
+SPACY_ONLY_ENTITIES = frozenset({"NRP"})
+_CAPITAL = regex.compile(r"\p{Lu}")
 _DIGIT = regex.compile(r"\d")
 # Entity -> a regex that must match somewhere for the entity's recognizers to be able to match at all.
 # Entities not listed use _DIGIT.
@@ -39,14 +45,19 @@ _TRIGGERS: dict[str, regex.Pattern] = {
     "IBAN_CODE": regex.compile(r"[A-Za-z]{2}\d{2}"),
     "IP_ADDRESS": regex.compile(r"\d\.\d|[0-9A-Fa-f]:[0-9A-Fa-f:]|::"),
     "CRYPTO": regex.compile(r"(?:bc1|[13])[a-zA-HJ-NP-Z0-9]{25}"),
-    "API_KEY": regex.compile(r"sk-|AKIA|ASIA|ABIA|ACCA|gh[pousr]_|github_pat_|xox[abprs]-|AIza|_live_|_test_"
-                             r"|(?i:key|secret|token|passw)"),
+    "API_KEY": regex.compile(
+        r"sk-|AKIA|ASIA|ABIA|ACCA|gh[pousr]_|github_pat_|xox[abprs]-|AIza|_live_|_test_"
+        r"|(?i:key|secret|token|passw)"
+    ),
     "JWT": regex.compile(r"eyJ"),
     "PRIVATE_KEY": regex.compile(r"PRIVATE KEY"),
     "CREDIT_CARD": regex.compile(r"\d(?:[ \-]?\d){11}"),
     "US_SSN": regex.compile(r"\d{3}"),
     "MAC_ADDRESS": regex.compile(r"[0-9A-Fa-f]{2}[:\-.][0-9A-Fa-f]{2}"),
     "UUID": regex.compile(r"[0-9A-Fa-f]{8}-"),
+    "PERSON": _CAPITAL,
+    "LOCATION": _CAPITAL,
+    "ORGANIZATION": _CAPITAL,
 }
 # Digit runs a phone number could hide in: a `+` or `(` or a digit, then >= 5 more digits/separators, a digit.
 _PHONE_CANDIDATE = regex.compile(r"[+(]?\d[\d \t().\-/]{5,}\d")
@@ -57,20 +68,34 @@ _PHONE_MIN_DIGITS = 6
 def stock_recognizers() -> list[EntityRecognizer]:
     """Presidio's default English pattern recognizers (as its default registry loads them), email made offline."""
     return [
-        stock.CreditCardRecognizer(), stock.UsBankRecognizer(), stock.UsLicenseRecognizer(),
-        stock.UsItinRecognizer(), stock.UsPassportRecognizer(), stock.UsSsnRecognizer(), stock.NhsRecognizer(),
-        stock.CryptoRecognizer(), stock.DateRecognizer(), OfflineEmailRecognizer(), stock.IbanRecognizer(),
-        stock.IpRecognizer(), stock.MedicalLicenseRecognizer(), stock.MacAddressRecognizer(),
-        stock.UuidRecognizer(), stock.PhoneRecognizer(), stock.UrlRecognizer(),
+        stock.CreditCardRecognizer(),
+        stock.UsBankRecognizer(),
+        stock.UsLicenseRecognizer(),
+        stock.UsItinRecognizer(),
+        stock.UsPassportRecognizer(),
+        stock.UsSsnRecognizer(),
+        stock.NhsRecognizer(),
+        stock.CryptoRecognizer(),
+        stock.DateRecognizer(),
+        OfflineEmailRecognizer(),
+        stock.IbanRecognizer(),
+        stock.IpRecognizer(),
+        stock.MedicalLicenseRecognizer(),
+        stock.MacAddressRecognizer(),
+        stock.UuidRecognizer(),
+        stock.PhoneRecognizer(),
+        stock.UrlRecognizer(),
     ]
 
 
 def build_analyzer(spacy_model_path: str | None) -> AnalyzerEngine:
     """A Presidio AnalyzerEngine that never touches the network: injected spaCy pipeline, offline email check."""
     nlp_engine = make_nlp_engine(spacy_model_path)
-    recognizers = stock_recognizers() + own_recognizers()
+    recognizers = [
+        CaseInsensitiveIbanRecognizer() if isinstance(r, stock.IbanRecognizer) else r for r in stock_recognizers()
+    ] + own_recognizers()
     if spacy_model_path is not None:
-        recognizers.append(stock.SpacyRecognizer(supported_entities=sorted(NER_ENTITIES)))
+        recognizers.append(stock.SpacyRecognizer(supported_entities=sorted(SPACY_ENTITIES)))
     registry = RecognizerRegistry(recognizers=recognizers, supported_languages=["en"])
     analyzer = AnalyzerEngine(registry=registry, nlp_engine=nlp_engine, supported_languages=["en"])
     # Patterns compile lazily on first use; compile them now, before request threads share the recognizers.
@@ -86,20 +111,26 @@ class PiiScanner:
         self.engine = engine
         self.has_ner_model = has_ner_model
         self.recognizers = [r for r in analyzer.registry.recognizers if not isinstance(r, stock.SpacyRecognizer)]
-        self.supported_entities = frozenset(
-            e for r in self.recognizers for e in r.supported_entities) | (NER_ENTITIES if has_ner_model else set())
-        self._intl_phone = stock.PhoneRecognizer(supported_regions=("US",))
-        self._by_entity = {e: [r for r in self.recognizers if e in r.supported_entities]
-                           for e in self.supported_entities}
+        self.spacy = next((r for r in analyzer.registry.recognizers if isinstance(r, stock.SpacyRecognizer)), None)
+        self.supported_entities = frozenset(e for r in self.recognizers for e in r.supported_entities) | (
+            SPACY_ENTITIES if has_ner_model else set()
+        )
+        # A `+` number names its country, so the default region does not matter; POSSIBLE (a plausible length for
+        # that country) rather than VALID: a number outside the allocated ranges ("+41 (0)96 471 07 95", UK drama
+        # numbers) is still somebody's phone number to a reader, and the `+` prefix already makes it phone-shaped.
+        self._intl_phone = stock.PhoneRecognizer(supported_regions=("US",), leniency=0)
+        self._by_entity = {
+            e: [r for r in self.recognizers if e in r.supported_entities] for e in self.supported_entities
+        }
 
     def check_policy(self, policy: GuardrailPolicy) -> None:
         unknown = sorted(set(policy.pii_entities) - self.supported_entities)
         if not unknown:
             return
-        hint = ("; PERSON/LOCATION/ORGANIZATION/NRP need GuardrailsConfig.spacy_model_path"
-                if set(unknown) & NER_ENTITIES else "")
+        hint = "; NRP needs GuardrailsConfig.spacy_model_path" if set(unknown) & SPACY_ONLY_ENTITIES else ""
         raise GuardrailConfigError(
-            f"pii_entities {unknown} are not supported{hint}; supported: {sorted(self.supported_entities)}")
+            f"pii_entities {unknown} are not supported{hint}; supported: {sorted(self.supported_entities)}"
+        )
 
     def scan(self, text: str, policy: GuardrailPolicy) -> list[Finding]:
         """Non-overlapping findings at or above the policy's thresholds, ordered by start."""
@@ -109,19 +140,26 @@ class PiiScanner:
             results = self.analyzer.analyze(text, language="en", entities=list(policy.pii_entities))
         else:
             results = self._fast_results(text, policy)
-        findings = [Finding(r.entity_type, r.start, r.end, r.score) for r in results
-                    if r.score >= policy.threshold_for(r.entity_type) and r.entity_type in policy.pii_entities]
+        findings = [
+            Finding(r.entity_type, r.start, r.end, r.score)
+            for r in results
+            if r.score >= policy.threshold_for(r.entity_type) and r.entity_type in policy.pii_entities
+        ]
         return resolve_overlaps(findings)
 
     def _fast_results(self, text: str, policy: GuardrailPolicy) -> list[RecognizerResult]:
         results: list[RecognizerResult] = []
         ran: list[EntityRecognizer] = []
-        pattern_entities = [e for e in policy.pii_entities if e not in NER_ENTITIES]
+        entities = list(policy.pii_entities)
         # Phone last: its candidates already claimed by a stronger finding (a card, an IP) need no phonenumbers pass.
-        for recognizer in sorted(self._recognizers_to_run(text, pattern_entities),
-                                 key=lambda r: isinstance(r, stock.PhoneRecognizer)):
-            found = (self._phone_results(recognizer, text, results) if isinstance(recognizer, stock.PhoneRecognizer)
-                     else recognizer.analyze(text, entities=pattern_entities, nlp_artifacts=None))
+        for recognizer in sorted(
+            self._recognizers_to_run(text, entities), key=lambda r: isinstance(r, stock.PhoneRecognizer)
+        ):
+            found = (
+                self._phone_results(recognizer, text, results)
+                if isinstance(recognizer, stock.PhoneRecognizer)
+                else recognizer.analyze(text, entities=entities, nlp_artifacts=None)
+            )
             if found:
                 _tag(found, recognizer)
                 results.extend(found)
@@ -129,9 +167,10 @@ class PiiScanner:
         if any(r.score < policy.threshold_for(r.entity_type) for r in results):
             artifacts = self.analyzer.nlp_engine.process_text(text, "en")
             results = self.analyzer._enhance_using_context(text, results, artifacts, ran)
-        ner_entities = [e for e in policy.pii_entities if e in NER_ENTITIES]
-        if ner_entities:
-            results.extend(self.analyzer.analyze(text, language="en", entities=ner_entities))
+        spacy_entities = [e for e in policy.pii_entities if e in SPACY_ENTITIES]
+        if self.spacy is not None and spacy_entities:
+            artifacts = self.analyzer.nlp_engine.process_text(text, "en")
+            results.extend(self.spacy.analyze(text, spacy_entities, artifacts))
         return results
 
     def _recognizers_to_run(self, text: str, entities: Iterable[str]) -> list[EntityRecognizer]:
@@ -145,8 +184,9 @@ class PiiScanner:
                 chosen[id(recognizer)] = recognizer
         return list(chosen.values())
 
-    def _phone_results(self, recognizer: stock.PhoneRecognizer, text: str,
-                       earlier: list[RecognizerResult]) -> list[RecognizerResult]:
+    def _phone_results(
+        self, recognizer: stock.PhoneRecognizer, text: str, earlier: list[RecognizerResult]
+    ) -> list[RecognizerResult]:
         results: dict[tuple[int, int], RecognizerResult] = {}
         for candidate in _PHONE_CANDIDATE.finditer(text):
             start, end = candidate.span()
@@ -155,7 +195,7 @@ class PiiScanner:
             lo = max(0, start - _PHONE_WINDOW_MARGIN_CHARS)
             # An international number parses the same under every default region: one matcher pass, not eight.
             matcher = self._intl_phone if candidate[0].startswith("+") else recognizer
-            for result in matcher.analyze(text[lo:end + _PHONE_WINDOW_MARGIN_CHARS], ["PHONE_NUMBER"], None):
+            for result in matcher.analyze(text[lo : end + _PHONE_WINDOW_MARGIN_CHARS], ["PHONE_NUMBER"], None):
                 result.start += lo
                 result.end += lo
                 results.setdefault((result.start, result.end), result)
@@ -171,9 +211,12 @@ def _count_digits(text: str) -> int:
 
 
 def _tag(results: list[RecognizerResult], recognizer: EntityRecognizer) -> None:
-    """Presidio's context enhancer finds a result's recognizer by id in its metadata (analyze() adds it)."""
+    """Presidio's context enhancer keeps only results whose metadata names a recognizer it was given, by id.
+
+    Overwritten, not defaulted: a `+` phone number comes from the private `_intl_phone` matcher, whose own id the
+    enhancer does not know; it dropped the number whenever any other finding was scored for context."""
     for result in results:
         metadata = result.recognition_metadata or {}
-        metadata.setdefault(RecognizerResult.RECOGNIZER_IDENTIFIER_KEY, recognizer.id)
-        metadata.setdefault(RecognizerResult.RECOGNIZER_NAME_KEY, recognizer.name)
+        metadata[RecognizerResult.RECOGNIZER_IDENTIFIER_KEY] = recognizer.id
+        metadata[RecognizerResult.RECOGNIZER_NAME_KEY] = recognizer.name
         result.recognition_metadata = metadata

@@ -1,6 +1,7 @@
-"""Our recognizers beside Presidio's: secrets Presidio has no recognizer for, and an offline email validator.
+"""Our recognizers beside Presidio's: secrets and names Presidio has no offline recognizer for, an offline email
+validator and a case-insensitive IBAN recognizer.
 
-Each is a Presidio `PatternRecognizer`, so both PII engines and Presidio's context enhancer treat them alike.
+Each is a Presidio recognizer, so both PII engines and Presidio's context enhancer treat them alike.
 Patterns are case-sensitive (Presidio's default flags ignore case): key prefixes such as `AKIA` are.
 """
 
@@ -12,10 +13,15 @@ import json
 
 import guardrails.presidio_import  # noqa: F401  (before presidio/spacy: keeps torch out)
 
+# isort: split
+
 import regex
 import tldextract
-from presidio_analyzer import Pattern, PatternRecognizer
-from presidio_analyzer.predefined_recognizers import EmailRecognizer
+from presidio_analyzer import EntityRecognizer, Pattern, PatternRecognizer
+from presidio_analyzer.predefined_recognizers import EmailRecognizer, IbanRecognizer
+
+from guardrails.ner.address import StreetAddressRecognizer
+from guardrails.ner.recognizer import NerRecognizer
 
 _CASE_SENSITIVE = regex.DOTALL | regex.MULTILINE
 
@@ -49,6 +55,18 @@ class OfflineEmailRecognizer(EmailRecognizer):
         return _OFFLINE_TLD(pattern_text.rpartition("@")[2]).fqdn != ""
 
 
+class CaseInsensitiveIbanRecognizer(IbanRecognizer):
+    """Presidio's IBAN recognizer, also for lower-case IBANs ("de89 3704 0044 0532 0130 00"): its pattern is
+    `[A-Z]` under case-sensitive flags and its checksum maps upper-case letters only. ISO 13616 prints IBANs in
+    capitals, but people type them in lower case, and the mod-97 checksum keeps random words out all the same."""
+
+    def __init__(self) -> None:
+        super().__init__(regex_flags=regex.DOTALL | regex.MULTILINE | regex.IGNORECASE)
+
+    def validate_result(self, pattern_text: str) -> bool | None:
+        return super().validate_result(pattern_text.upper())
+
+
 class ApiKeyRecognizer(PatternRecognizer):
     """Provider keys by their published prefixes, and the value of `api_key = ...`-style assignments."""
 
@@ -69,8 +87,13 @@ class ApiKeyRecognizer(PatternRecognizer):
     CONTEXT = ["key", "token", "secret", "api", "password", "credential"]
 
     def __init__(self) -> None:
-        super().__init__(supported_entity="API_KEY", patterns=self.PATTERNS, context=self.CONTEXT,
-                         global_regex_flags=_CASE_SENSITIVE, name="ApiKeyRecognizer")
+        super().__init__(
+            supported_entity="API_KEY",
+            patterns=self.PATTERNS,
+            context=self.CONTEXT,
+            global_regex_flags=_CASE_SENSITIVE,
+            name="ApiKeyRecognizer",
+        )
 
     def validate_result(self, pattern_text: str) -> bool | None:
         # A random key mixes letters and digits; `password: correcthorsebattery` style words do not.
@@ -85,8 +108,13 @@ class JwtRecognizer(PatternRecognizer):
     PATTERNS = [Pattern("JWT", r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", 0.8)]
 
     def __init__(self) -> None:
-        super().__init__(supported_entity="JWT", patterns=self.PATTERNS, context=["jwt", "token", "bearer"],
-                         global_regex_flags=_CASE_SENSITIVE, name="JwtRecognizer")
+        super().__init__(
+            supported_entity="JWT",
+            patterns=self.PATTERNS,
+            context=["jwt", "token", "bearer"],
+            global_regex_flags=_CASE_SENSITIVE,
+            name="JwtRecognizer",
+        )
 
     def validate_result(self, pattern_text: str) -> bool:
         header = pattern_text.split(".", 1)[0]
@@ -104,9 +132,14 @@ class PrivateKeyRecognizer(PatternRecognizer):
     PATTERNS = [Pattern("PEM private key", BEGIN + r".*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY( BLOCK)?-----", 1.0)]
 
     def __init__(self) -> None:
-        super().__init__(supported_entity="PRIVATE_KEY", patterns=self.PATTERNS, global_regex_flags=_CASE_SENSITIVE,
-                         name="PrivateKeyRecognizer")
+        super().__init__(
+            supported_entity="PRIVATE_KEY",
+            patterns=self.PATTERNS,
+            global_regex_flags=_CASE_SENSITIVE,
+            name="PrivateKeyRecognizer",
+        )
 
 
-def own_recognizers() -> list[PatternRecognizer]:
-    return [ApiKeyRecognizer(), JwtRecognizer(), PrivateKeyRecognizer()]
+def own_recognizers() -> list[EntityRecognizer]:
+    """Ours: secrets, names/places/organizations (the shipped tagger, loaded on first use) and street addresses."""
+    return [ApiKeyRecognizer(), JwtRecognizer(), PrivateKeyRecognizer(), NerRecognizer(), StreetAddressRecognizer()]

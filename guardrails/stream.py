@@ -8,14 +8,20 @@ One per response choice. Each `feed(delta)` appends to a pending buffer and retu
 
 The cut is the start of the longest trailing run that could still grow into an entity: the last non-space token
 (an email, key or URL continues without spaces), a run of digit groups with separators (`4111 1111 11`, a phone, an
-SSN), or an IBAN's groups. A finding that straddles the cut moves the cut to its start. Everything before the cut
-is scanned with the tenant's policy and emitted at once, redacted.
+SSN), or an IBAN's groups. When the policy asks for PERSON / LOCATION / ORGANIZATION, also a trailing run of
+capitalized words ("Maria", "Maria del", "Bank of") and the two words after it: a name grows word by word, and the
+tagger reads two words of right context ("Jordan said" is a person, "Jordan river" a place), so a name is scanned
+only once those words have arrived, and a name split over 1-3 character chunks is never sent in part. A finding that
+straddles the cut moves the cut to its start. Everything before the cut is scanned with the tenant's policy and
+emitted at once, redacted.
 
-The pending buffer is bounded by `stream_max_holdback_chars`. A secret longer than that (a PEM private key, a long
-JWT or API key) is swallowed instead: once its start is recognised (the PEM BEGIN line, a finding still growing at
-the end, or a run starting with a key prefix) the placeholder is emitted (or one `*` per character, for masking) and
-the rest is dropped until the secret ends (the PEM END line, or a character no key or JWT contains). Any other
-over-long unbroken run is scanned and released as it stands. Output `block` raises OutputBlocked instead of emitting.
+Bound: the pending (held-back) text never exceeds `stream_max_holdback_chars` (default 96) characters after a
+`feed` returns, for every entity type, names included; a longer run is cut at that bound. A secret longer than
+that (a PEM private key, a long JWT or API key) is swallowed instead: once its start is recognised (the PEM BEGIN
+line, a finding still growing at the end, or a run starting with a key prefix) the placeholder is emitted (or one `*`
+per character, for masking) and the rest is dropped until the secret ends (the PEM END line, or a character no key or
+JWT contains). Any other over-long unbroken run is scanned and released as it stands. Output `block` raises
+OutputBlocked instead of emitting.
 """
 
 from __future__ import annotations
@@ -46,6 +52,15 @@ _RUN_END_BY_ENTITY = {"EMAIL_ADDRESS": regex.compile(r"[^\w.%+\-@']")}
 # Prefixes that start a long secret: a run beginning with one is swallowed rather than released in clear.
 _SECRET_PREFIXES = regex.compile(r"(?:eyJ|sk-|sk_live_|rk_live_|ghp_|gho_|ghs_|github_pat_|xox[abprs]-|AKIA|AIza)")
 _SECRET_PREFIX_ENTITY = {"eyJ": "JWT"}
+# A capitalized run (joined by name particles) and at most two words after it: what a name needs to be tagged as
+# it will be in the whole text.
+_CAPITALIZED = r"\p{Lu}[\p{L}\p{M}\d'’.&\-]*"
+_NAME_PARTICLE = r"(?:of|de|del|della|la|le|von|van|der|den|du|des|da|di|dos|y|&|and|und|bin|al)"
+_NAME_TAIL = regex.compile(
+    rf"{_CAPITALIZED}(?:\s+(?:{_NAME_PARTICLE}\s+)*{_CAPITALIZED})*"
+    r"(?:[^\w\s]{0,3}\s*[\p{L}\p{M}\d'’\-]*){0,2}[^\w\s]{0,3}\s*$"
+)
+_NAME_ENTITIES = frozenset({"PERSON", "LOCATION", "ORGANIZATION"})
 # A BEGIN line still arriving ("-----BEG", "-----BEGIN RSA PRIV"): held so the header is not sent in clear.
 _PEM_BEGIN_TAIL = regex.compile(r"-----BEGIN[A-Z0-9 ]*-{0,5}$|-{1,5}[BEGIN]{0,4}$")
 
@@ -54,8 +69,14 @@ OnFinding = Callable[[str, str], None]
 
 
 class StreamRedactor:
-    def __init__(self, scanner: PiiScanner, policy: GuardrailPolicy, context_chars: int, max_holdback_chars: int,
-                 on_finding: OnFinding | None = None) -> None:
+    def __init__(
+        self,
+        scanner: PiiScanner,
+        policy: GuardrailPolicy,
+        context_chars: int,
+        max_holdback_chars: int,
+        on_finding: OnFinding | None = None,
+    ) -> None:
         self.scanner = scanner
         self.policy = policy
         self.action = policy.output_pii_action
@@ -67,6 +88,11 @@ class StreamRedactor:
         self._pending = ""  # received, not yet emitted
         self._swallow_end: regex.Pattern | None = None  # set while dropping the rest of a long secret
         self._watch_pem = "PRIVATE_KEY" in policy.pii_entities and self.action in ("redact", "block")
+        self._tails = (
+            _TAILS
+            + ((_PEM_BEGIN_TAIL,) if self._watch_pem else ())
+            + ((_NAME_TAIL,) if _NAME_ENTITIES & set(policy.pii_entities) else ())
+        )
 
     @property
     def held_chars(self) -> int:
@@ -121,7 +147,7 @@ class StreamRedactor:
         window_start = max(offset, len(text) - self.max_holdback_chars - 1)
         window = text[window_start:]
         cut = len(text)
-        for tail in _TAILS + ((_PEM_BEGIN_TAIL,) if self._watch_pem else ()):
+        for tail in self._tails:
             match = tail.search(window)
             if match is not None:
                 cut = min(cut, window_start + match.start())
@@ -141,14 +167,13 @@ class StreamRedactor:
 
     def _emit(self, text: str, offset: int, cut: int, findings: list[Finding]) -> str:
         # A finding that started in already-emitted context cannot be unsent; redact the part not yet sent.
-        local = [Finding(f.entity, max(f.start, offset) - offset, min(f.end, cut) - offset, f.score)
-                 for f in findings]
+        local = [Finding(f.entity, max(f.start, offset) - offset, min(f.end, cut) - offset, f.score) for f in findings]
         for finding in local:
             self._act(finding.entity)
         out = text[offset:cut]
         if self.action == "redact" and local:
             out = redact(out, local, self.policy.redaction_style)
-        self._context = text[max(0, cut - self.context_chars):cut]
+        self._context = text[max(0, cut - self.context_chars) : cut]
         self._pending = text[cut:]
         return out
 
@@ -160,11 +185,11 @@ class StreamRedactor:
             self._pending = ""
             raise OutputBlocked("pii", (entity,))
 
-    def _start_swallow(self, text: str, offset: int, start: int, entity: str, end: regex.Pattern,
-                       final: bool) -> str:
+    def _start_swallow(self, text: str, offset: int, start: int, entity: str, end: regex.Pattern, final: bool) -> str:
         start = max(start, offset)
-        before = self._emit(text[:start], offset, start,
-                            [f for f in self.scanner.scan(text[:start], self.policy) if f.end > offset])
+        before = self._emit(
+            text[:start], offset, start, [f for f in self.scanner.scan(text[:start], self.policy) if f.end > offset]
+        )
         if self.action == "detect":  # nothing to hide: count it and let the text through
             if self.on_finding is not None:
                 self.on_finding(entity, self.action)
@@ -178,7 +203,7 @@ class StreamRedactor:
 
     def _release_clear(self, final: bool) -> str:
         out, self._pending = self._pending, ""
-        self._context = out[-self.context_chars:] if self.context_chars else ""
+        self._context = out[-self.context_chars :] if self.context_chars else ""
         return out
 
     def _swallow(self, final: bool) -> str:
@@ -187,8 +212,8 @@ class StreamRedactor:
         if end is None:
             keep = _PEM_END_MAX_CHARS if self._swallow_end is _PEM_END and not final else 0
             # Keep the tail that could be the start of the end line; a pending text shorter than that keeps it all.
-            dropped = self._pending[:max(0, len(self._pending) - keep)]
-            self._pending = self._pending[len(dropped):]
+            dropped = self._pending[: max(0, len(self._pending) - keep)]
+            self._pending = self._pending[len(dropped) :]
             return "*" * len(dropped) if masking else ""
         secret_end = end.end() if self._swallow_end is _PEM_END else end.start()
         masked = "*" * secret_end if masking else ""

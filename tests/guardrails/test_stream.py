@@ -6,10 +6,11 @@ from guardrails import GuardrailPolicy, Guardrails, GuardrailsConfig, OutputBloc
 from tests.guardrails.pii_values import PRIVATE_KEY
 
 REDACT = GuardrailPolicy(output_pii_action="redact")
-TEXT = ("Sure! Write to jane.roe@example.org, or pay with 4111 1111 1111 1111 — call +1 (415) 555-0132 "
-        "before 5pm. ünïcødé ✓ done.")
-EXPECTED = ("Sure! Write to <EMAIL_ADDRESS>, or pay with <CREDIT_CARD> — call <PHONE_NUMBER> "
-            "before 5pm. ünïcødé ✓ done.")
+TEXT = (
+    "Sure! Write to jane.roe@example.org, or pay with 4111 1111 1111 1111 — call +1 (415) 555-0132 "
+    "before 5pm. ünïcødé ✓ done."
+)
+EXPECTED = "Sure! Write to <EMAIL_ADDRESS>, or pay with <CREDIT_CARD> — call <PHONE_NUMBER> before 5pm. ünïcødé ✓ done."
 
 
 def _stream(engine, chunks, policy=REDACT):
@@ -42,7 +43,7 @@ def test_random_chunkings(guardrails_engine):
         chunks, i = [], 0
         while i < len(TEXT):
             size = rng.randint(1, 9)
-            chunks.append(TEXT[i:i + size])
+            chunks.append(TEXT[i : i + size])
             i += size
         assert _stream(guardrails_engine, chunks)[0] == EXPECTED
 
@@ -113,7 +114,7 @@ def test_private_key_longer_than_the_window_is_swallowed(guardrails_engine):
 def test_text_after_a_private_key_survives_every_chunk_size(guardrails_engine, chunk_chars):
     """The swallowed key keeps the tail that may start its END line; a short pending text must be kept whole."""
     text = f"Contact: {PRIVATE_KEY} now. And more text after it."
-    out, _ = _stream(guardrails_engine, [text[i:i + chunk_chars] for i in range(0, len(text), chunk_chars)])
+    out, _ = _stream(guardrails_engine, [text[i : i + chunk_chars] for i in range(0, len(text), chunk_chars)])
     assert out == "Contact: <PRIVATE_KEY> now. And more text after it."
 
 
@@ -141,7 +142,7 @@ def test_secret_longer_than_the_window_is_swallowed(guardrails_engine, style, ex
     text = f"Use Authorization: Bearer {token} then call again."
     policy = GuardrailPolicy(output_pii_action="redact", redaction_style=style)
     for size in (1, 5):
-        out, _ = _stream(guardrails_engine, [text[i:i + size] for i in range(0, len(text), size)], policy)
+        out, _ = _stream(guardrails_engine, [text[i : i + size] for i in range(0, len(text), size)], policy)
         secret = expected_secret or "*" * len(token)
         assert out == f"Use Authorization: Bearer {secret} then call again.", size
 
@@ -157,7 +158,7 @@ def test_a_swallowed_secret_ends_where_its_characters_end(guardrails_engine, chu
     """Punctuation and quotes right after a long JWT are text, not secret: JSON output keeps its structure."""
     text = f'{{"token":"{_long_jwt()}","next":1}}; done'
     policy = GuardrailPolicy(output_pii_action="redact")
-    out, _ = _stream(guardrails_engine, [text[i:i + chunk_chars] for i in range(0, len(text), chunk_chars)], policy)
+    out, _ = _stream(guardrails_engine, [text[i : i + chunk_chars] for i in range(0, len(text), chunk_chars)], policy)
     assert out == '{"token":"<JWT>","next":1}; done'
 
 
@@ -168,8 +169,71 @@ def test_long_plain_run_is_released_in_clear(guardrails_engine):
 
 
 def test_an_email_at_the_end_of_a_url_longer_than_the_hold_back(guardrails_engine):
-    text = ("See https://example.com/a/very/long/path/segment/that/keeps/going/and/going/for/a/while/index.html"
-            "?contact=john.doe@example.com for details.")
+    text = (
+        "See https://example.com/a/very/long/path/segment/that/keeps/going/and/going/for/a/while/index.html"
+        "?contact=john.doe@example.com for details."
+    )
     expected = text.replace("john.doe@example.com", "<EMAIL_ADDRESS>")
     assert guardrails_engine.redact_output(text, REDACT) == expected
     assert _stream(guardrails_engine, list(text))[0] == expected
+
+
+NAMES = GuardrailPolicy(
+    pii_entities=("EMAIL_ADDRESS", "PERSON", "LOCATION", "ORGANIZATION"), output_pii_action="redact"
+)
+NAME_TEXT = "Thanks! I have forwarded your note to Maria Gonzalez, who will call you tomorrow. Bye."
+NAME_EXPECTED = "Thanks! I have forwarded your note to <PERSON>, who will call you tomorrow. Bye."
+
+
+def _chunked(text: str, sizes) -> list[str]:
+    chunks, i = [], 0
+    for size in sizes:
+        if i >= len(text):
+            break
+        chunks.append(text[i : i + size])
+        i += size
+    return chunks + ([text[i:]] if i < len(text) else [])
+
+
+def test_whole_text_name_redaction(guardrails_engine):
+    assert guardrails_engine.redact_output(NAME_TEXT, NAMES) == NAME_EXPECTED
+
+
+@pytest.mark.parametrize("chunk_chars", [1, 2, 3])
+def test_a_name_split_into_small_chunks_never_leaks(guardrails_engine, chunk_chars):
+    out, emitted = _stream(guardrails_engine, _chunked(NAME_TEXT, [chunk_chars] * len(NAME_TEXT)), NAMES)
+    assert out == NAME_EXPECTED
+    assert not any(part in piece for piece in emitted for part in ("Mar", "Gon", "ria", "lez"))
+
+
+def test_random_small_chunkings_of_a_name(guardrails_engine):
+    rng = random.Random(11)
+    for _ in range(20):
+        chunks = _chunked(NAME_TEXT, [rng.randint(1, 3) for _ in NAME_TEXT])
+        assert _stream(guardrails_engine, chunks, NAMES)[0] == NAME_EXPECTED
+
+
+def test_a_name_is_held_until_two_words_follow(guardrails_engine):
+    redactor = guardrails_engine.stream_redactor(NAMES)
+    assert redactor.feed("I think you should ask ") == "I think you should ask "
+    assert redactor.feed("Maria ") == ""
+    assert redactor.feed("Gonzalez ") == ""
+    assert redactor.feed("to call ") == ""
+    assert redactor.feed("back soon.") == "<PERSON> to call back "
+    assert redactor.finish() == "soon."
+
+
+def test_the_hold_back_stays_bounded_with_names(guardrails_engine):
+    """Text made of capitalized words only (a title list) never lets the name tail grow past the bound."""
+    limit = guardrails_engine.config.stream_max_holdback_chars
+    text = " ".join(["Alpha Beta Gamma Delta Epsilon Zeta Eta Theta Iota Kappa"] * 12)
+    redactor = guardrails_engine.stream_redactor(NAMES)
+    for char in text:
+        redactor.feed(char)
+        assert redactor.held_chars <= limit
+    redactor.finish()
+
+
+def test_names_are_not_held_when_the_policy_has_no_names(guardrails_engine):
+    redactor = guardrails_engine.stream_redactor(REDACT)
+    assert redactor.feed("Ask Maria Gonzalez ") == "Ask Maria Gonzalez "

@@ -1,0 +1,20 @@
+"""The names part of `sluicegate bench guardrails` runs and measures what it says."""
+
+import random
+
+from bench import guardrails as bench
+from bench.guardrails_names import NAME_TYPES, leaked, run_names
+
+
+def test_names_bench_runs_on_a_minimal_size(capsys):
+    report = run_names(True, 0, bench.pii_samples(random.Random(0), 20))
+    for entity in NAME_TYPES:
+        assert report["input"]["fast"][entity]["recall"] > 0.3
+        assert report["input"]["stock"][entity]["recall"] == 0.0  # no spaCy model: stock Presidio finds no names
+    assert report["stream"]["PERSON"]["support"] > 0 and "leaked" in report["stream"]["PERSON"]
+    assert report["latency"]["fast_over_stock_p50"] > 0
+
+
+def test_a_label_with_one_unmasked_character_counts_as_leaked():
+    labels = [("PERSON", 10, 20), ("LOCATION", 30, 36)]
+    assert leaked(labels, [("PERSON", 10, 19), ("LOCATION", 28, 40)]) == {"PERSON": 1}
