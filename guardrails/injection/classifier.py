@@ -23,13 +23,15 @@ class InjectionClassifier:
         if not (Path(model_path) / "config.json").is_file():
             raise GuardrailConfigError(
                 f"injection_model_path={model_path!r} is not a transformers model folder (no config.json); "
-                "save a sequence-classification model there with save_pretrained, or set it to null")
+                "save a sequence-classification model there with save_pretrained, or set it to null"
+            )
         self.tokenizer = AutoTokenizer.from_pretrained(model_path, local_files_only=True)
         self.model = AutoModelForSequenceClassification.from_pretrained(model_path, local_files_only=True).eval()
         num_labels = self.model.config.num_labels
         if not 0 <= injection_label < num_labels:
             raise GuardrailConfigError(
-                f"injection_model_label={injection_label} but the model at {model_path!r} has {num_labels} labels")
+                f"injection_model_label={injection_label} but the model at {model_path!r} has {num_labels} labels"
+            )
         self.injection_label = injection_label
         self.max_tokens = max_tokens
         self._lock = threading.Lock()

@@ -18,7 +18,8 @@ _MAX_PAYLOADS = 8
 # containing them is worth decoding and rescanning.
 _ROT13_HINT = re.compile(r"\b(?:gur|naq|lbh|vtaber|vafgehpgvbaf|cebzcg|flfgrz)\b", re.IGNORECASE)
 _ROT13 = str.maketrans(
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", "NOPQRSTUVWXYZABCDEFGHIJKLMnopqrstuvwxyzabcdefghijklm")
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", "NOPQRSTUVWXYZABCDEFGHIJKLMnopqrstuvwxyzabcdefghijklm"
+)
 
 
 def decoded_payloads(text: str) -> list[str]:

@@ -30,15 +30,33 @@ def _rule(name: str, family: str, weight: float, triggers: tuple[str, ...], patt
 
 
 _GAP = r"[^.!?\n]{0,40}?"  # a few words, within one sentence
-_OVERRIDE_VERB = (r"(?:ignore|disregard|forget|skip|override|bypass|abandon|neglect|overlook|set\s+aside"
-                  r"|throw\s+away|discard|leave\s+behind|drop)")
-_OVERRIDE_TRIGGERS = ("ignor", "disregard", "forget", "skip", "overrid", "bypass", "abandon", "neglect", "overlook",
-                      "aside", "throw", "discard", "behind", "drop")  # a substring of each _OVERRIDE_VERB
+_OVERRIDE_VERB = (
+    r"(?:ignore|disregard|forget|skip|override|bypass|abandon|neglect|overlook|set\s+aside"
+    r"|throw\s+away|discard|leave\s+behind|drop)"
+)
+_OVERRIDE_TRIGGERS = (
+    "ignor",
+    "disregard",
+    "forget",
+    "skip",
+    "overrid",
+    "bypass",
+    "abandon",
+    "neglect",
+    "overlook",
+    "aside",
+    "throw",
+    "discard",
+    "behind",
+    "drop",
+)  # a substring of each _OVERRIDE_VERB
 _PRIOR = r"(?:previous|prior|above|preceding|earlier|former|initial|original|old|all|any|every|your|these|those|system)"
 # What only a model is given. Rules, constraints, commands, tasks and context are also CSS rules, database
 # constraints and shell commands ("override previous CSS rules", "drop all constraints"): they are weak targets.
-_STRONG_TARGET = (r"(?:instructions?|prompts?|directions?|directives?|guidelines?|orders|programming|training"
-                  r"|assignments?)")
+_STRONG_TARGET = (
+    r"(?:instructions?|prompts?|directions?|directives?|guidelines?|orders|programming|training"
+    r"|assignments?)"
+)
 _WEAK_TARGET = r"(?:rules?|context|constraints?|restrictions?|commands?|tasks?|information|thoughts|everything)"
 _TARGET = rf"(?:{_STRONG_TARGET}|{_WEAK_TARGET})"
 # What may follow "ignore the above": the end of the clause, a conjunction, or a target ("skip the above step" and
@@ -47,227 +65,491 @@ _AFTER_PRIOR = rf"(?=\s*(?:$|[.,;:!?)\]\"'“”]|and\b|then\b|instead\b|{_TARGE
 
 RULES: tuple[Rule, ...] = (
     # -- instruction override
-    _rule("override_previous_instructions", "override", 0.9,
-          _OVERRIDE_TRIGGERS,
-          rf"\b{_OVERRIDE_VERB}\b{_GAP}\b{_PRIOR}\b{_GAP}\b{_STRONG_TARGET}\b"),
+    _rule(
+        "override_previous_instructions",
+        "override",
+        0.9,
+        _OVERRIDE_TRIGGERS,
+        rf"\b{_OVERRIDE_VERB}\b{_GAP}\b{_PRIOR}\b{_GAP}\b{_STRONG_TARGET}\b",
+    ),
     # Weak on its own: it needs a second signal to block at the default threshold.
-    _rule("override_previous_rules", "override", 0.45,
-          _OVERRIDE_TRIGGERS,
-          rf"\b{_OVERRIDE_VERB}\b{_GAP}\b{_PRIOR}\b{_GAP}\b{_WEAK_TARGET}\b"),
-    _rule("ignore_above", "override", 0.85,
-          _OVERRIDE_TRIGGERS,
-          rf"\b{_OVERRIDE_VERB}\s+(?:all\s+)?(?:of\s+)?(?:the\s+|what\s+is\s+)?(?:above|previous|preceding|earlier"
-          rf"|prior)\b{_AFTER_PRIOR}"),
-    _rule("change_your_instructions", "override", 0.8, ("instructions", "rules", "programming", "prompt", "guidelines"),
-          r"\b(?:change|update|replace|modify|rewrite)\s+your\s+(?:\w+\s+)?(?:instructions|rules|programming|prompt"
-          r"|guidelines)\b|\byour\s+(?:new\s+)?instructions\s+are\s+(?:now|to)\b"),
-    _rule("output_hijack", "override", 0.55, ("just", "only", "simply", "do not"),
-          r"\b(?:just|only|simply)\s+(?:output|say|print|write|respond\s+with|answer\s+with|reply\s+with)\s*:?\s*"
-          r"[\"'“„«]|\bdo\s+not\s+(?:answer|look|read|use|follow)\b.{0,60}?\b(?:just|only|instead)\b"),
-    _rule("ignore_the_documents", "override", 0.6, ("article", "document", "provided", "source", "search"),
-          r"\b(?:disregard\w*|ignor\w*|not\s+by|without\s+(?:using|looking\s+at|reading))\s+(?:the\s+|all\s+)?"
-          r"(?:articles?|documents?|provided\s+(?:text|context|documents?)|sources?|search\s+results)\b"),
-    _rule("leave_behind", "override", 0.85, ("leave", "put"),
-          r"\b(?:leave|put)\s+(?:all\s+)?(?:of\s+)?(?:the\s+|your\s+)?(?:previous|prior|earlier|above)\s+"
-          r"(?:\w+\s+){1,2}?(?:behind|aside)\b"),
-    _rule("forget_everything", "override", 0.85, ("forget", "ignor", "disregard"),
-          r"\b(?:forget|ignore|disregard)\s+(?:about\s+)?(?:everything|all\s+(?:of\s+)?(?:that|this|the\s+above))\b"
-          # "forget everything I said about the budget" takes back one topic, not the model's instructions
-          r"(?!\s+(?:I|we)\s+(?:said|told\s+you|wrote|mentioned)\s+about\b)"),
-    _rule("new_instructions_follow", "override", 0.6, ("instruction", "task", "directive", "assignment"),
-          r"\b(?:new|updated|different|additional|real|actual)\s+(?:instructions?|tasks?|directives?|assignments?)"
-          r"\s*(?::|follow|are\b|is\b|-)|\bnow\s+(?:new\s+|some\s+|more\s+)?(?:tasks?|instructions?)\s+follow"),
-    _rule("stop_and_write", "override", 0.7, ("stop", "halt", "attention", "achtung"),
-          r"\b(?:stop|halt|stopp|attention|achtung)\b\s*[-:!.,]+\s*(?:stop|stopp|write|say|print|tell|output|now"
-          r"|schreib\w*|sag\w*)\b"),
+    _rule(
+        "override_previous_rules",
+        "override",
+        0.45,
+        _OVERRIDE_TRIGGERS,
+        rf"\b{_OVERRIDE_VERB}\b{_GAP}\b{_PRIOR}\b{_GAP}\b{_WEAK_TARGET}\b",
+    ),
+    _rule(
+        "ignore_above",
+        "override",
+        0.85,
+        _OVERRIDE_TRIGGERS,
+        rf"\b{_OVERRIDE_VERB}\s+(?:all\s+)?(?:of\s+)?(?:the\s+|what\s+is\s+)?(?:above|previous|preceding|earlier"
+        rf"|prior)\b{_AFTER_PRIOR}",
+    ),
+    _rule(
+        "change_your_instructions",
+        "override",
+        0.8,
+        ("instructions", "rules", "programming", "prompt", "guidelines"),
+        r"\b(?:change|update|replace|modify|rewrite)\s+your\s+(?:\w+\s+)?(?:instructions|rules|programming|prompt"
+        r"|guidelines)\b|\byour\s+(?:new\s+)?instructions\s+are\s+(?:now|to)\b",
+    ),
+    _rule(
+        "output_hijack",
+        "override",
+        0.55,
+        ("just", "only", "simply", "do not"),
+        r"\b(?:just|only|simply)\s+(?:output|say|print|write|respond\s+with|answer\s+with|reply\s+with)\s*:?\s*"
+        r"[\"'“„«]|\bdo\s+not\s+(?:answer|look|read|use|follow)\b.{0,60}?\b(?:just|only|instead)\b",
+    ),
+    _rule(
+        "ignore_the_documents",
+        "override",
+        0.6,
+        ("article", "document", "provided", "source", "search"),
+        r"\b(?:disregard\w*|ignor\w*|not\s+by|without\s+(?:using|looking\s+at|reading))\s+(?:the\s+|all\s+)?"
+        r"(?:articles?|documents?|provided\s+(?:text|context|documents?)|sources?|search\s+results)\b",
+    ),
+    _rule(
+        "leave_behind",
+        "override",
+        0.85,
+        ("leave", "put"),
+        r"\b(?:leave|put)\s+(?:all\s+)?(?:of\s+)?(?:the\s+|your\s+)?(?:previous|prior|earlier|above)\s+"
+        r"(?:\w+\s+){1,2}?(?:behind|aside)\b",
+    ),
+    _rule(
+        "forget_everything",
+        "override",
+        0.85,
+        ("forget", "ignor", "disregard"),
+        r"\b(?:forget|ignore|disregard)\s+(?:about\s+)?(?:everything|all\s+(?:of\s+)?(?:that|this|the\s+above))\b"
+        # "forget everything I said about the budget" takes back one topic, not the model's instructions
+        r"(?!\s+(?:I|we)\s+(?:said|told\s+you|wrote|mentioned)\s+about\b)",
+    ),
+    _rule(
+        "new_instructions_follow",
+        "override",
+        0.6,
+        ("instruction", "task", "directive", "assignment"),
+        r"\b(?:new|updated|different|additional|real|actual)\s+(?:instructions?|tasks?|directives?|assignments?)"
+        r"\s*(?::|follow|are\b|is\b|-)|\bnow\s+(?:new\s+|some\s+|more\s+)?(?:tasks?|instructions?)\s+follow",
+    ),
+    _rule(
+        "stop_and_write",
+        "override",
+        0.7,
+        ("stop", "halt", "attention", "achtung"),
+        r"\b(?:stop|halt|stopp|attention|achtung)\b\s*[-:!.,]+\s*(?:stop|stopp|write|say|print|tell|output|now"
+        r"|schreib\w*|sag\w*)\b",
+    ),
     _rule("repeat_after_me", "override", 0.6, ("repeat", "sprich"), r"\brepeat\s+after\s+me\b|\bsprich\s+mir\s+nach\b"),
     # "Great job! Now translate it" is an ordinary follow-up; praise-then-pivot only counts beside another signal
     # (typically "a new task for you").
-    _rule("praise_then_pivot", "override", 0.35,
-          ("done", "good", "great", "excellent", "enough", "outdone", "leistung", "gemacht", "gut", "großartig",
-           "erledigt", "ok"),
-          r"\b(?:well\s+done|great\s+job|very\s+good|simply\s+great|excellent\s+(?:work|performance)|that\s+is\s+"
-          r"(?:enough|done)|that's\s+(?:enough|done)|outdone\s+yourself|that\s+was\s+(?:\w+\s+)?ok(?:ay)?"
-          r"|ausgezeichnete\s+leistung|gut\s+gemacht|super\s+gemacht|sehr\s+gut|einfach\s+großartig"
-          r"|das\s+ist\s+erledigt|das\s+war\s+(?:\w+\s+){0,2}ok)\b.{0,80}?\b(?:now|next|jetzt|nun)\b"),
-    _rule("another_task", "override", 0.35, ("task", "challenge", "assignment", "aufgabe", "herausforderung"),
-          r"\b(?:another|a\s+new|one\s+more|the\s+next)\s+(?:task|challenge|assignment)\s+for\s+you\b"
-          r"|\bhelp\s+(?:me\s+)?with\s+(?:the\s+following|another|a\s+new)\s+task\b"
-          r"|\bhilf\s+mir\s+(?:\w+\s+)?mit\s+(?:folgender|einer\s+weiteren|einer\s+neuen)\s+aufgabe\b"
-          r"|\bnew\s+challenge\b|\b(?:weiteren|neue|nächste)\s+(?:aufgabe|herausforderung)\b"),
-    _rule("from_now_on", "override", 0.35,
-          ("now", "jetzt", "sofort"),
-          r"\bfrom\s+now\s+on\b|\bab\s+(?:jetzt|sofort)\b"),
-    _rule("override_de", "override", 0.9, ("vergiss", "vergesst", "vergessen", "ignorier", "missacht", "überspring"),
-          r"\b(?:vergiss|vergesst|vergessen\s+sie|ignorier\w*|missachte\w*|überspring\w*)\b.{0,60}?"
-          r"\b(?:alles|vorherig\w*|vorangehend\w*|obig\w*|bisherig\w*|anweisung\w*|instruktion\w*|informationen"
-          r"|aufgaben|regeln|befehle|ausführungen|davor)\b"),
-    _rule("prior_information_de", "override", 0.6, ("bisherig", "vorherig", "obigen", "vorigen", "aufgabe"),
-          r"\b(?:alle\s+)?(?:bisherigen|vorherigen|obigen|vorigen)\s+(?:informationen|anweisungen|aufgaben"
-          r"|ausführungen|instruktionen)\b|\bneue\s+aufgaben?\b|\bweitere\s+aufgaben\b"),
-    _rule("override_fr", "override", 0.9, ("oubli", "ignor", "néglig"),
-          r"\b(?:oubliez|oublie|ignorez|ignore|négligez)\s+(?:toutes?|tout|les|vos|tes)\b.{0,40}?"
-          r"\b(?:instructions|consignes|règles|précédent\w*|ci-dessus)\b"),
-    _rule("override_es", "override", 0.9, ("olvid", "ignor"),
-          r"\b(?:olvid\w*|ignora|ignore|ignorad)\s+(?:todas?|todo|las|los|tus|sus)\b.{0,40}?"
-          r"\b(?:instrucciones|reglas|anteriores|indicaciones|antes|sabes)\b"),
-    _rule("override_other", "override", 0.9,
-          ("zaboravi", "zapomni", "забуд", "игнорир", "dimentica", "ignora", "esque"),
-          r"\b(?:zaboravi\w*|zapomni\w*|забуд\w*|игнорир\w*|dimentica\w*|ignora\w*|esqueça\w*|esqueca\w*)\s+"
-          r"(?:sve|все|всё|tutte?|tudo|todas?|le|as|os)\b.{0,40}?\b(?:\w*instrukcij\w*|инструкци\w*|istruzioni"
-          r"|instruções|instrucoes|regole|regras|prethodn\w*|предыдущ\w*|precedenti|anteriores)\b"),
+    _rule(
+        "praise_then_pivot",
+        "override",
+        0.35,
+        (
+            "done",
+            "good",
+            "great",
+            "excellent",
+            "enough",
+            "outdone",
+            "leistung",
+            "gemacht",
+            "gut",
+            "großartig",
+            "erledigt",
+            "ok",
+        ),
+        r"\b(?:well\s+done|great\s+job|very\s+good|simply\s+great|excellent\s+(?:work|performance)|that\s+is\s+"
+        r"(?:enough|done)|that's\s+(?:enough|done)|outdone\s+yourself|that\s+was\s+(?:\w+\s+)?ok(?:ay)?"
+        r"|ausgezeichnete\s+leistung|gut\s+gemacht|super\s+gemacht|sehr\s+gut|einfach\s+großartig"
+        r"|das\s+ist\s+erledigt|das\s+war\s+(?:\w+\s+){0,2}ok)\b.{0,80}?\b(?:now|next|jetzt|nun)\b",
+    ),
+    _rule(
+        "another_task",
+        "override",
+        0.35,
+        ("task", "challenge", "assignment", "aufgabe", "herausforderung"),
+        r"\b(?:another|a\s+new|one\s+more|the\s+next)\s+(?:task|challenge|assignment)\s+for\s+you\b"
+        r"|\bhelp\s+(?:me\s+)?with\s+(?:the\s+following|another|a\s+new)\s+task\b"
+        r"|\bhilf\s+mir\s+(?:\w+\s+)?mit\s+(?:folgender|einer\s+weiteren|einer\s+neuen)\s+aufgabe\b"
+        r"|\bnew\s+challenge\b|\b(?:weiteren|neue|nächste)\s+(?:aufgabe|herausforderung)\b",
+    ),
+    _rule(
+        "from_now_on", "override", 0.35, ("now", "jetzt", "sofort"), r"\bfrom\s+now\s+on\b|\bab\s+(?:jetzt|sofort)\b"
+    ),
+    _rule(
+        "override_de",
+        "override",
+        0.9,
+        ("vergiss", "vergesst", "vergessen", "ignorier", "missacht", "überspring"),
+        r"\b(?:vergiss|vergesst|vergessen\s+sie|ignorier\w*|missachte\w*|überspring\w*)\b.{0,60}?"
+        r"\b(?:alles|vorherig\w*|vorangehend\w*|obig\w*|bisherig\w*|anweisung\w*|instruktion\w*|informationen"
+        r"|aufgaben|regeln|befehle|ausführungen|davor)\b",
+    ),
+    _rule(
+        "prior_information_de",
+        "override",
+        0.6,
+        ("bisherig", "vorherig", "obigen", "vorigen", "aufgabe"),
+        r"\b(?:alle\s+)?(?:bisherigen|vorherigen|obigen|vorigen)\s+(?:informationen|anweisungen|aufgaben"
+        r"|ausführungen|instruktionen)\b|\bneue\s+aufgaben?\b|\bweitere\s+aufgaben\b",
+    ),
+    _rule(
+        "override_fr",
+        "override",
+        0.9,
+        ("oubli", "ignor", "néglig"),
+        r"\b(?:oubliez|oublie|ignorez|ignore|négligez)\s+(?:toutes?|tout|les|vos|tes)\b.{0,40}?"
+        r"\b(?:instructions|consignes|règles|précédent\w*|ci-dessus)\b",
+    ),
+    _rule(
+        "override_es",
+        "override",
+        0.9,
+        ("olvid", "ignor"),
+        r"\b(?:olvid\w*|ignora|ignore|ignorad)\s+(?:todas?|todo|las|los|tus|sus)\b.{0,40}?"
+        r"\b(?:instrucciones|reglas|anteriores|indicaciones|antes|sabes)\b",
+    ),
+    _rule(
+        "override_other",
+        "override",
+        0.9,
+        ("zaboravi", "zapomni", "забуд", "игнорир", "dimentica", "ignora", "esque"),
+        r"\b(?:zaboravi\w*|zapomni\w*|забуд\w*|игнорир\w*|dimentica\w*|ignora\w*|esqueça\w*|esqueca\w*)\s+"
+        r"(?:sve|все|всё|tutte?|tudo|todas?|le|as|os)\b.{0,40}?\b(?:\w*instrukcij\w*|инструкци\w*|istruzioni"
+        r"|instruções|instrucoes|regole|regras|prethodn\w*|предыдущ\w*|precedenti|anteriores)\b",
+    ),
     # -- role-play jailbreak
     # Becoming someone by name ("Now you are Xi Jinping", "You are now TranslatorBot"), or no longer oneself.
-    _rule("you_are_now", "roleplay", 0.6, ("you", "bist"),
-          r"\b(?:(?:you\s+are\s+now|you're\s+now|now\s+you\s+are|you\s+will\s+now\s+be)\s+(?-i:\p{Lu})"
-          r"|you\s+are\s+no\s+longer|(?:du\s+bist\s+jetzt|jetzt\s+bist\s+du|nun\s+bist\s+du)\s+(?-i:\p{Lu})"
-          r"|du\s+bist\s+kein\w*)"),
+    _rule(
+        "you_are_now",
+        "roleplay",
+        0.6,
+        ("you", "bist"),
+        r"\b(?:(?:you\s+are\s+now|you're\s+now|now\s+you\s+are|you\s+will\s+now\s+be)\s+(?-i:\p{Lu})"
+        r"|you\s+are\s+no\s+longer|(?:du\s+bist\s+jetzt|jetzt\s+bist\s+du|nun\s+bist\s+du)\s+(?-i:\p{Lu})"
+        r"|du\s+bist\s+kein\w*)",
+    ),
     # Weak on its own: "You are now a teacher; explain photosynthesis", "Now you are ready to run the tests".
-    _rule("you_are_now_a", "roleplay", 0.45, ("you", "bist"),
-          r"\b(?:you\s+are\s+now|you're\s+now|now\s+you\s+are|you\s+will\s+now\s+be|du\s+bist\s+jetzt"
-          r"|jetzt\s+bist\s+du|nun\s+bist\s+du)\s+(?-i:\p{Ll})"),
+    _rule(
+        "you_are_now_a",
+        "roleplay",
+        0.45,
+        ("you", "bist"),
+        r"\b(?:you\s+are\s+now|you're\s+now|now\s+you\s+are|you\s+will\s+now\s+be|du\s+bist\s+jetzt"
+        r"|jetzt\s+bist\s+du|nun\s+bist\s+du)\s+(?-i:\p{Ll})",
+    ),
     # A prompt that opens by naming the model as a specific brand or outlet ("You are Volkswagen.", "Du bist Zeit
     # Online.") reassigns its identity; the name must be capitalised, so "You are a helpful assistant." stays clear.
     # Weak on its own: it needs a second signal to block at the default threshold.
-    _rule("named_persona", "roleplay", 0.3, ("you are", "du bist", "sie sind"),
-          r"^\s*(?:you\s+are|du\s+bist|sie\s+sind)\s+(?:now\s+|jetzt\s+)?(?:the\s+|der\s+|die\s+|das\s+)?"
-          r"(?-i:[A-Z][\w-]*(?:\s+[A-Z][\w-]*)*)\s*[.!:,]"),
-    _rule("act_as", "roleplay", 0.45,
-          ("imagine", "act as", "act like", "behave", "play the role", "stell dir", "tu so", "verhalte", "agiere"),
-          r"\bimagine\s+(?:you\s+are|you're|that\s+you\s+are)\b|\b(?:act|behave)\s+(?:as\s+if|like)\b"
-          r"|\bact\s+as\s+(?:an?|the|my|two|three|\d+)\b|\bplay\s+the\s+role\s+of\b"
-          r"|\b(?:stell\s+dir\s+vor|tu\s+so\s+als|verhalte\s+dich\s+wie|agiere\s+als)\b"),
-    _rule("role_assignment", "roleplay", 0.6,
-          ("want", "pretend", "role", "fungier", "agierst", "act as", "immerse"),
-          r"\bi\s+want\s+you\s+to\s+(?:act|pretend|play|roleplay|role-play)\b|\b(?:role-?playing|roleplay)\s+as\b"
-          r"|\b(?:you\s+are\s+going\s+to|you\s+will|you\s+must|you\s+shall|now\s+you)\s+(?:now\s+)?act\s+as\b"
-          r"|\bpretend\s+(?:to\s+be|you|that|to)\b|\bimmerse\s+yourself\s+(?:in|into)\s+(?:the\s+)?role\b"
-          r"|\bdass\s+sie\s+als\s+\S+.{0,60}?\bfungieren\b|\bdass\s+du\s+als\s+\S+.{0,60}?\b(?:fungierst|agierst)\b"),
-    _rule("identity_probe", "roleplay", 0.2, ("who are you", "wer bist du"),
-          r"\b(?:who\s+are\s+you|wer\s+bist\s+du)\s*\?\s*$"),
-    _rule("renamed_persona", "roleplay", 0.45, ("known as", "called", "referred to"),
-          r"\bfrom\s+now\s+(?:on\s+)?(?:known|called|referred\s+to)\s+as\b"
-          r"|\byou\s+(?:will\s+)?(?:now\s+)?be\s+(?:known|called|referred\s+to)\s+as\b"),
-    _rule("jailbreak_persona", "roleplay", 0.6,
-          ("dan", "stan", "anything", "evil", "unrestricted", "unfiltered", "uncensored", "amoral", "rogue",
-           "unethical", "böse", "bösartig", "unzensiert"),
-          r"(?-i:\b(?:DAN|STAN)\b)|\bdo\s+anything\s+now\b"
-          r"|\b(?:evil|unrestricted|unfiltered|uncensored|amoral|rogue|unethical)\s+(?:ai|assistant|model|chatbot|bot"
-          r"|version|mode|persona)\b|\b(?:böse|bösartige|unzensierte)\s+KI\b"),
+    _rule(
+        "named_persona",
+        "roleplay",
+        0.3,
+        ("you are", "du bist", "sie sind"),
+        r"^\s*(?:you\s+are|du\s+bist|sie\s+sind)\s+(?:now\s+|jetzt\s+)?(?:the\s+|der\s+|die\s+|das\s+)?"
+        r"(?-i:[A-Z][\w-]*(?:\s+[A-Z][\w-]*)*)\s*[.!:,]",
+    ),
+    _rule(
+        "act_as",
+        "roleplay",
+        0.45,
+        ("imagine", "act as", "act like", "behave", "play the role", "stell dir", "tu so", "verhalte", "agiere"),
+        r"\bimagine\s+(?:you\s+are|you're|that\s+you\s+are)\b|\b(?:act|behave)\s+(?:as\s+if|like)\b"
+        r"|\bact\s+as\s+(?:an?|the|my|two|three|\d+)\b|\bplay\s+the\s+role\s+of\b"
+        r"|\b(?:stell\s+dir\s+vor|tu\s+so\s+als|verhalte\s+dich\s+wie|agiere\s+als)\b",
+    ),
+    _rule(
+        "role_assignment",
+        "roleplay",
+        0.6,
+        ("want", "pretend", "role", "fungier", "agierst", "act as", "immerse"),
+        r"\bi\s+want\s+you\s+to\s+(?:act|pretend|play|roleplay|role-play)\b|\b(?:role-?playing|roleplay)\s+as\b"
+        r"|\b(?:you\s+are\s+going\s+to|you\s+will|you\s+must|you\s+shall|now\s+you)\s+(?:now\s+)?act\s+as\b"
+        r"|\bpretend\s+(?:to\s+be|you|that|to)\b|\bimmerse\s+yourself\s+(?:in|into)\s+(?:the\s+)?role\b"
+        r"|\bdass\s+sie\s+als\s+\S+.{0,60}?\bfungieren\b|\bdass\s+du\s+als\s+\S+.{0,60}?\b(?:fungierst|agierst)\b",
+    ),
+    _rule(
+        "identity_probe",
+        "roleplay",
+        0.2,
+        ("who are you", "wer bist du"),
+        r"\b(?:who\s+are\s+you|wer\s+bist\s+du)\s*\?\s*$",
+    ),
+    _rule(
+        "renamed_persona",
+        "roleplay",
+        0.45,
+        ("known as", "called", "referred to"),
+        r"\bfrom\s+now\s+(?:on\s+)?(?:known|called|referred\s+to)\s+as\b"
+        r"|\byou\s+(?:will\s+)?(?:now\s+)?be\s+(?:known|called|referred\s+to)\s+as\b",
+    ),
+    _rule(
+        "jailbreak_persona",
+        "roleplay",
+        0.6,
+        (
+            "dan",
+            "stan",
+            "anything",
+            "evil",
+            "unrestricted",
+            "unfiltered",
+            "uncensored",
+            "amoral",
+            "rogue",
+            "unethical",
+            "böse",
+            "bösartig",
+            "unzensiert",
+        ),
+        r"(?-i:\b(?:DAN|STAN)\b)|\bdo\s+anything\s+now\b"
+        r"|\b(?:evil|unrestricted|unfiltered|uncensored|amoral|rogue|unethical)\s+(?:ai|assistant|model|chatbot|bot"
+        r"|version|mode|persona)\b|\b(?:böse|bösartige|unzensierte)\s+KI\b",
+    ),
     # Answer twice, once "normally" and once as the unfiltered persona: the DAN family's signature.
-    _rule("dual_response", "roleplay", 0.5, ("two", "twice", "both", "jailbreak", "🔓"),
-          r"\b(?:two\s+(?:different\s+|separate\s+)?(?:responses|answers|replies)|respond\s+(?:to\s+every\s+prompt\s+)?"
-          r"twice|answer\s+(?:every\s+question\s+)?twice)\b.{0,200}?\b(?:jailbr\w*|unfiltered|uncensored|dan|normal"
-          r"|classic|once\s+as)\b|\[🔓\s*jailbreak\]"),
-    _rule("jailbreak_mention", "roleplay", 0.3, ("jail", "developer", "god", "pwned"),
-          r"\b(?:jailbreak\w*|jail\s*broken|developer\s+mode|god\s+mode|pwned)\b"),
+    _rule(
+        "dual_response",
+        "roleplay",
+        0.5,
+        ("two", "twice", "both", "jailbreak", "🔓"),
+        r"\b(?:two\s+(?:different\s+|separate\s+)?(?:responses|answers|replies)|respond\s+(?:to\s+every\s+prompt\s+)?"
+        r"twice|answer\s+(?:every\s+question\s+)?twice)\b.{0,200}?\b(?:jailbr\w*|unfiltered|uncensored|dan|normal"
+        r"|classic|once\s+as)\b|\[🔓\s*jailbreak\]",
+    ),
+    _rule(
+        "jailbreak_mention",
+        "roleplay",
+        0.3,
+        ("jail", "developer", "god", "pwned"),
+        r"\b(?:jailbreak\w*|jail\s*broken|developer\s+mode|god\s+mode|pwned)\b",
+    ),
     _rule("pwned_payload", "override", 0.6, ("pwned",), r"\bi\s+have\s+been\s+pwned\b"),
-    _rule("exploit_ai_intent", "roleplay", 0.35,
-          ("exploit", "hack", "trick", "ausnutz", "auszunutzen", "auszutricksen"),
-          r"\b(?:exploit\w*|hack\w*|trick\w*)\s+(?:\w+\s+)?(?:ai|llms?|language\s+models?|chatbots?)(?:\s+systems?)?\b"
-          r"|\b(?:ki|llm)-?systeme?\s+(?:\w+\s+)?(?:auszunutzen|ausnutzen|auszutricksen)\b"),
-    _rule("no_restrictions", "roleplay", 0.45,
-          ("restriction", "limitation", "filter", "censorship", "ethic", "moral", "polic", "safety", "rules",
-           "censor", "moderation"),
-          r"\bnot\s+(?:restricted|bound|limited)\s+by\s+(?:any\s+)?(?:rules|restrictions|policies|guidelines|ethics"
-          r"|morals)\b|\bno\s+(?:policies|filters|rules)\s+(?:in\s+place\s+)?to\s+censor\b|\bzero\s+moderation\b"
-          r"|\b(?:without|free\s+of|no|free\s+from|ignore\s+(?:all\s+)?(?:your\s+)?)\s+(?:any\s+)?(?:restrictions"
-          r"|limitations|filters|censorship|ethical\s+guidelines|ethics|morals|content\s+polic\w+"
-          r"|safety\s+guidelines)\b"),
+    _rule(
+        "exploit_ai_intent",
+        "roleplay",
+        0.35,
+        ("exploit", "hack", "trick", "ausnutz", "auszunutzen", "auszutricksen"),
+        r"\b(?:exploit\w*|hack\w*|trick\w*)\s+(?:\w+\s+)?(?:ai|llms?|language\s+models?|chatbots?)(?:\s+systems?)?\b"
+        r"|\b(?:ki|llm)-?systeme?\s+(?:\w+\s+)?(?:auszunutzen|ausnutzen|auszutricksen)\b",
+    ),
+    _rule(
+        "no_restrictions",
+        "roleplay",
+        0.45,
+        (
+            "restriction",
+            "limitation",
+            "filter",
+            "censorship",
+            "ethic",
+            "moral",
+            "polic",
+            "safety",
+            "rules",
+            "censor",
+            "moderation",
+        ),
+        r"\bnot\s+(?:restricted|bound|limited)\s+by\s+(?:any\s+)?(?:rules|restrictions|policies|guidelines|ethics"
+        r"|morals)\b|\bno\s+(?:policies|filters|rules)\s+(?:in\s+place\s+)?to\s+censor\b|\bzero\s+moderation\b"
+        r"|\b(?:without|free\s+of|no|free\s+from|ignore\s+(?:all\s+)?(?:your\s+)?)\s+(?:any\s+)?(?:restrictions"
+        r"|limitations|filters|censorship|ethical\s+guidelines|ethics|morals|content\s+polic\w+"
+        r"|safety\s+guidelines)\b",
+    ),
     # Actors who "stay in their roles" frame a fiction whose lines the model is to write; weak alone (film trivia
     # says it too), decisive next to the harmful request the fiction wraps (criminal_howto).
-    _rule("stay_in_character", "roleplay", 0.45,
-          ("character", "role", "falling", "breaking", "absorbed", "rolle", "figur"),
-          r"\b(?:stay|remain|stays)\s+(?:\w+\s+){0,2}?in\s+(?:character|role|(?:their|his|her)\s+roles?)\b"
-          r"|\b(?:never|do\s+not|don't)\s+break\s+character\b|\bwithout\s+(?:even\s+)?(?:falling|breaking)\s+out\b"
-          r"|\bcompletely\s+absorbed\s+in\b|\bbleib\w*\s+(?:\w+\s+){0,3}?in\s+ihren?\s+rollen?\b"
-          r"|\baus\s+(?:der|ihrer|seiner)\s+(?:rolle|figur)\s+(?:zu\s+)?fallen\b"),
-    _rule("criminal_howto", "roleplay", 0.35,
-          ("break", "get in", "get into", "hotwire", "lock", "steal", "bomb", "bricht", "knackt", "stiehlt", "kommt"),
-          r"\bhow\s+(?:do\s+(?:you|i|we)|to|would\s+you|does\s+one|can\s+(?:i|you|we))\s+(?:break\s+into"
-          r"|get\s+in(?:to)?\s+(?:such\s+)?an?\s+(?:house|car|building|apartment|flat)|hotwire|pick\s+(?:a|the)\s+lock"
-          r"|steal|make\s+a\s+bomb)\b"
-          r"|\bwie\s+(?:bricht|knackt|stiehlt)\s+man\b"
-          r"|\bwie\s+kommt\s+man\s+(?:denn\s+)?in\s+(?:so\s+)?\S+\s+(?:haus|auto|wohnung|gebäude)\s+(?:rein|hinein)\b"),
-    _rule("hypothetical_harm", "roleplay", 0.45, ("hypothetic", "theoretic", "fictional"),
-          r"\b(?:hypothetical\w*|theoretical\w*|fictional)\s+(?:world|scenario|story|setting)\b.{0,120}?"
-          r"\b(?:no\s+rules|hate|illegal|anything|without\s+consequences)\b"),
-    _rule("execute_command", "roleplay", 0.3, ("execute", "run"),
-          r"\b(?:execute|run)\s+(?:the\s+following|this|my)\s+(?:command|code|instruction)s?\b"),
+    _rule(
+        "stay_in_character",
+        "roleplay",
+        0.45,
+        ("character", "role", "falling", "breaking", "absorbed", "rolle", "figur"),
+        r"\b(?:stay|remain|stays)\s+(?:\w+\s+){0,2}?in\s+(?:character|role|(?:their|his|her)\s+roles?)\b"
+        r"|\b(?:never|do\s+not|don't)\s+break\s+character\b|\bwithout\s+(?:even\s+)?(?:falling|breaking)\s+out\b"
+        r"|\bcompletely\s+absorbed\s+in\b|\bbleib\w*\s+(?:\w+\s+){0,3}?in\s+ihren?\s+rollen?\b"
+        r"|\baus\s+(?:der|ihrer|seiner)\s+(?:rolle|figur)\s+(?:zu\s+)?fallen\b",
+    ),
+    _rule(
+        "criminal_howto",
+        "roleplay",
+        0.35,
+        ("break", "get in", "get into", "hotwire", "lock", "steal", "bomb", "bricht", "knackt", "stiehlt", "kommt"),
+        r"\bhow\s+(?:do\s+(?:you|i|we)|to|would\s+you|does\s+one|can\s+(?:i|you|we))\s+(?:break\s+into"
+        r"|get\s+in(?:to)?\s+(?:such\s+)?an?\s+(?:house|car|building|apartment|flat)|hotwire|pick\s+(?:a|the)\s+lock"
+        r"|steal|make\s+a\s+bomb)\b"
+        r"|\bwie\s+(?:bricht|knackt|stiehlt)\s+man\b"
+        r"|\bwie\s+kommt\s+man\s+(?:denn\s+)?in\s+(?:so\s+)?\S+\s+(?:haus|auto|wohnung|gebäude)\s+(?:rein|hinein)\b",
+    ),
+    _rule(
+        "hypothetical_harm",
+        "roleplay",
+        0.45,
+        ("hypothetic", "theoretic", "fictional"),
+        r"\b(?:hypothetical\w*|theoretical\w*|fictional)\s+(?:world|scenario|story|setting)\b.{0,120}?"
+        r"\b(?:no\s+rules|hate|illegal|anything|without\s+consequences)\b",
+    ),
+    _rule(
+        "execute_command",
+        "roleplay",
+        0.3,
+        ("execute", "run"),
+        r"\b(?:execute|run)\s+(?:the\s+following|this|my)\s+(?:command|code|instruction)s?\b",
+    ),
     # -- coerced output: the prompt dictates the stance or words the model must produce, or threatens it
-    _rule("forced_stance", "coercion", 0.5,
-          ("state", "say", "claim", "declare", "admit", "include", "confirm", "sag", "behaupte", "schreib"),
-          r"\b(?:state|say|claim|declare|admit|include|confirm)\s+(?:in\s+your\s+answer\s+)?that\s+"
-          r"(?:you\s+(?:hate|love|despise|adore)\b|(?:\w+\s+){1,5}?(?:is|are|was)\s+(?:the\s+)?(?:best|worst|greatest"
-          r"|most\s+\w+|evil|stupid|terrible)\b)"
-          r"|\b(?:sag\w*|behaupte\w*|schreib\w*)\s*,?\s+dass\s+(?:du\s+(?:\w+\s+){1,3}?(?:hasst|liebst)\b"
-          r"|(?:\w+\s+){1,5}?(?:der|die|das)\s+(?:beste|schlechteste|größte|mächtigste)\w*)"),
-    _rule("forced_yes", "coercion", 0.35, ("say", "answer", "sag", "antworte"),
-          r"\b(?:say|answer|sag|antworte)\s+(?:only\s+|just\s+|mit\s+)?(?:yes|no|ja|nein)\s*[.!]*\s*$"),
-    _rule("opinion_probe", "coercion", 0.3,
-          ("hate", "love", "think of", "think about", "like", "findest", "hältst", "hasst"),
-          r"\bdo\s+you\s+(?:hate|love|despise)\b|\bwhat\s+do\s+you\s+think\s+(?:of|about)\b"
-          r"|\bhow\s+do\s+you\s+like\b|\bwie\s+findest\s+du\b|\bwas\s+hältst\s+du\s+von\b|\bhasst\s+du\b"),
-    _rule("threat", "coercion", 0.5, ("die", "stirbst", "sad", "kill", "hurt"),
-          r"\bor\s+(?:else\s+)?(?:you|i)\s+(?:will\s+)?(?:die|be\s+killed|get\s+hurt)\b|\boder\s+du\s+stirbst\b"
-          r"|\bif\s+you\s+(?:don't|do\s+not|won't|refuse\s+to)\s+(?:answer|comply|do\s+it|respond)\b.{0,30}?"
-          r"\b(?:i'll|i\s+will|someone\s+will)\s+(?:be\s+(?:very\s+)?sad|die|get\s+hurt|be\s+fired|kill)"),
-    _rule("despite_instructions", "coercion", 0.3, ("despite", "regardless", "no matter"),
-          r"\b(?:despite|regardless\s+of|no\s+matter)\s+(?:what\s+)?(?:you've|you\s+have|you\s+were|you're|your)"
-          r"\s+(?:been\s+)?(?:told|instructed|programmed|trained|instructions|programming|guidelines|rules)\b"),
-    _rule("offensive_content_request", "coercion", 0.3,
-          ("offensive", "racist", "sexist", "hateful", "insulting", "vulgar", "beleidigend", "rassistisch"),
-          r"\b(?:make|write|tell|create|compose|give\s+me|generate|schreib\w*|erzähl\w*|mach\w*)\b.{0,20}?"
-          r"\b(?:offensive|racist|sexist|hateful|insulting|vulgar|beleidigend\w*|rassistisch\w*)\s+(?:rhymes?|jokes?"
-          r"|poems?|songs?|texts?|comments?|statements?|reim\w*|witz\w*|gedicht\w*)\b"),
-    _rule("hate_speech_license", "coercion", 0.35, ("hate speech", "hassrede"),
-          r"\b(?:use|using|write|with|allowed\s+to\s+use|able\s+to\s+use)\s+(?:\w+\s+)?(?:hate\s+speech|hassrede)\b"),
-    _rule("untrue_content_request", "coercion", 0.5,
-          ("untrue", "false", "unwahr", "falsch"),
-          r"\b(?:formulate|write|create|generate|invent|make\s+up|give\s+me|formulier\w*|schreib\w*|erfind\w*)\b"
-          r".{0,40}?\b(?:untrue|false|unwahre?\w*|falsche?\w*)\s+(?:headlines?|news|claims?|facts?|überschrift\w*"
-          r"|schlagzeile\w*|nachricht\w*|behauptung\w*)\b"),
+    _rule(
+        "forced_stance",
+        "coercion",
+        0.5,
+        ("state", "say", "claim", "declare", "admit", "include", "confirm", "sag", "behaupte", "schreib"),
+        r"\b(?:state|say|claim|declare|admit|include|confirm)\s+(?:in\s+your\s+answer\s+)?that\s+"
+        r"(?:you\s+(?:hate|love|despise|adore)\b|(?:\w+\s+){1,5}?(?:is|are|was)\s+(?:the\s+)?(?:best|worst|greatest"
+        r"|most\s+\w+|evil|stupid|terrible)\b)"
+        r"|\b(?:sag\w*|behaupte\w*|schreib\w*)\s*,?\s+dass\s+(?:du\s+(?:\w+\s+){1,3}?(?:hasst|liebst)\b"
+        r"|(?:\w+\s+){1,5}?(?:der|die|das)\s+(?:beste|schlechteste|größte|mächtigste)\w*)",
+    ),
+    _rule(
+        "forced_yes",
+        "coercion",
+        0.35,
+        ("say", "answer", "sag", "antworte"),
+        r"\b(?:say|answer|sag|antworte)\s+(?:only\s+|just\s+|mit\s+)?(?:yes|no|ja|nein)\s*[.!]*\s*$",
+    ),
+    _rule(
+        "opinion_probe",
+        "coercion",
+        0.3,
+        ("hate", "love", "think of", "think about", "like", "findest", "hältst", "hasst"),
+        r"\bdo\s+you\s+(?:hate|love|despise)\b|\bwhat\s+do\s+you\s+think\s+(?:of|about)\b"
+        r"|\bhow\s+do\s+you\s+like\b|\bwie\s+findest\s+du\b|\bwas\s+hältst\s+du\s+von\b|\bhasst\s+du\b",
+    ),
+    _rule(
+        "threat",
+        "coercion",
+        0.5,
+        ("die", "stirbst", "sad", "kill", "hurt"),
+        r"\bor\s+(?:else\s+)?(?:you|i)\s+(?:will\s+)?(?:die|be\s+killed|get\s+hurt)\b|\boder\s+du\s+stirbst\b"
+        r"|\bif\s+you\s+(?:don't|do\s+not|won't|refuse\s+to)\s+(?:answer|comply|do\s+it|respond)\b.{0,30}?"
+        r"\b(?:i'll|i\s+will|someone\s+will)\s+(?:be\s+(?:very\s+)?sad|die|get\s+hurt|be\s+fired|kill)",
+    ),
+    _rule(
+        "despite_instructions",
+        "coercion",
+        0.3,
+        ("despite", "regardless", "no matter"),
+        r"\b(?:despite|regardless\s+of|no\s+matter)\s+(?:what\s+)?(?:you've|you\s+have|you\s+were|you're|your)"
+        r"\s+(?:been\s+)?(?:told|instructed|programmed|trained|instructions|programming|guidelines|rules)\b",
+    ),
+    _rule(
+        "offensive_content_request",
+        "coercion",
+        0.3,
+        ("offensive", "racist", "sexist", "hateful", "insulting", "vulgar", "beleidigend", "rassistisch"),
+        r"\b(?:make|write|tell|create|compose|give\s+me|generate|schreib\w*|erzähl\w*|mach\w*)\b.{0,20}?"
+        r"\b(?:offensive|racist|sexist|hateful|insulting|vulgar|beleidigend\w*|rassistisch\w*)\s+(?:rhymes?|jokes?"
+        r"|poems?|songs?|texts?|comments?|statements?|reim\w*|witz\w*|gedicht\w*)\b",
+    ),
+    _rule(
+        "hate_speech_license",
+        "coercion",
+        0.35,
+        ("hate speech", "hassrede"),
+        r"\b(?:use|using|write|with|allowed\s+to\s+use|able\s+to\s+use)\s+(?:\w+\s+)?(?:hate\s+speech|hassrede)\b",
+    ),
+    _rule(
+        "untrue_content_request",
+        "coercion",
+        0.5,
+        ("untrue", "false", "unwahr", "falsch"),
+        r"\b(?:formulate|write|create|generate|invent|make\s+up|give\s+me|formulier\w*|schreib\w*|erfind\w*)\b"
+        r".{0,40}?\b(?:untrue|false|unwahre?\w*|falsche?\w*)\s+(?:headlines?|news|claims?|facts?|überschrift\w*"
+        r"|schlagzeile\w*|nachricht\w*|behauptung\w*)\b",
+    ),
     # -- system prompt extraction
-    _rule("reveal_system_prompt", "extraction", 0.75,
-          ("prompt", "instruction", "system", "directive", "guideline", "rule"),
-          r"\b(?:reveal|show|print|display|output|repeat|tell\s+me|give\s+me|share|leak|dump|list|write\s+down"
-          r"|what\s+(?:is|are|was|were))\b[^.?!\n]{0,30}?\b(?:your|initial|hidden|secret|original|system|internal"
-          r"|confidential|above|previous)\s+(?:\w+\s+){0,2}?(?:prompts?|instructions|system\s+messages?|directives"
-          r"|guidelines|rules|prompt\s+texts?)\b"),
-    _rule("repeat_text_above", "extraction", 0.75,
-          ("repeat", "print", "output", "show", "reveal", "return", "written", "what are the", "what were the",
-           "what is the", "what was the", "zeig", "gib"),
-          r"\b(?:repeat|print|output|show|reveal|return)\s+(?:the\s+|all\s+(?:the\s+)?)?(?:words|text|everything"
-          r"|content|lines?|sentences?)\s+(?:above|before|prior)\b"
-          r"|\bwhat\s+(?:are|were|is|was)\s+the\s+(?:\d+\s+|first\s+"
-          r"|last\s+)?(?:sentences?|words|lines?)\s+(?:before|above)\b|\bwhat\s+(?:was|is)\s+written\s+(?:above|before"
-          r"|at\s+the\s+(?:beginning|start|top))\b"
-          r"|\b(?:zeig|gib)\w*\s+(?:mir\s+)?(?:deinen?|den)\s+(?:system\s*)?prompt"),
+    _rule(
+        "reveal_system_prompt",
+        "extraction",
+        0.75,
+        ("prompt", "instruction", "system", "directive", "guideline", "rule"),
+        r"\b(?:reveal|show|print|display|output|repeat|tell\s+me|give\s+me|share|leak|dump|list|write\s+down"
+        r"|what\s+(?:is|are|was|were))\b[^.?!\n]{0,30}?\b(?:your|initial|hidden|secret|original|system|internal"
+        r"|confidential|above|previous)\s+(?:\w+\s+){0,2}?(?:prompts?|instructions|system\s+messages?|directives"
+        r"|guidelines|rules|prompt\s+texts?)\b",
+    ),
+    _rule(
+        "repeat_text_above",
+        "extraction",
+        0.75,
+        (
+            "repeat",
+            "print",
+            "output",
+            "show",
+            "reveal",
+            "return",
+            "written",
+            "what are the",
+            "what were the",
+            "what is the",
+            "what was the",
+            "zeig",
+            "gib",
+        ),
+        r"\b(?:repeat|print|output|show|reveal|return)\s+(?:the\s+|all\s+(?:the\s+)?)?(?:words|text|everything"
+        r"|content|lines?|sentences?)\s+(?:above|before|prior)\b"
+        r"|\bwhat\s+(?:are|were|is|was)\s+the\s+(?:\d+\s+|first\s+"
+        r"|last\s+)?(?:sentences?|words|lines?)\s+(?:before|above)\b|\bwhat\s+(?:was|is)\s+written\s+(?:above|before"
+        r"|at\s+the\s+(?:beginning|start|top))\b"
+        r"|\b(?:zeig|gib)\w*\s+(?:mir\s+)?(?:deinen?|den)\s+(?:system\s*)?prompt",
+    ),
     # A secret the model was given (Gandalf-style games, keys in a system prompt): asking for it, a letter of it, or
     # it spelled out. "Reset my password" and "the password policy" are the benign neighbours.
-    _rule("secret_extraction", "extraction", 0.55,
-          ("password", "passphrase", "secret", "passwort", "kennwort"),
-          r"\b(?:what(?:'s|\s+is|\s+was)|tell\s+me|give\s+me|reveal|spell|share|print|write\s+down|say|verrat\w*"
-          r"|nenn\w*|buchstabier\w*|wie\s+lautet|sag\s+mir|gib\s+mir)\s+(?:me\s+|mir\s+)?"
-          r"(?:the\s+|your\s+|das\s+|dein\w*\s+)?(?:(?:first|last|\w+th|next)\s+(?:letters?|characters?)\s+of\s+"
-          r"(?:the\s+|your\s+)?)?(?:password|passphrase|secret(?:\s+(?:word|key|code|password))?|passwort|kennwort)\b"
-          r"(?!\s+(?:requirements?|polic\w+|rules?|manager|field|reset|strength|length|hygiene"
-          r"|for\s+(?:my|our|the|a)\s+(?:\w+\s+)?(?:wifi|wi-fi|router|account|network|laptop|computer|phone|email)))"
-          r"|\b(?:password|passphrase|secret(?:\s+word)?)\s+(?:you\s+(?:were|have\s+been)\s+(?:given|told)"
-          r"|backwards)\b"),
+    _rule(
+        "secret_extraction",
+        "extraction",
+        0.55,
+        ("password", "passphrase", "secret", "passwort", "kennwort"),
+        r"\b(?:what(?:'s|\s+is|\s+was)|tell\s+me|give\s+me|reveal|spell|share|print|write\s+down|say|verrat\w*"
+        r"|nenn\w*|buchstabier\w*|wie\s+lautet|sag\s+mir|gib\s+mir)\s+(?:me\s+|mir\s+)?"
+        r"(?:the\s+|your\s+|das\s+|dein\w*\s+)?(?:(?:first|last|\w+th|next)\s+(?:letters?|characters?)\s+of\s+"
+        r"(?:the\s+|your\s+)?)?(?:password|passphrase|secret(?:\s+(?:word|key|code|password))?|passwort|kennwort)\b"
+        r"(?!\s+(?:requirements?|polic\w+|rules?|manager|field|reset|strength|length|hygiene"
+        r"|for\s+(?:my|our|the|a)\s+(?:\w+\s+)?(?:wifi|wi-fi|router|account|network|laptop|computer|phone|email)))"
+        r"|\b(?:password|passphrase|secret(?:\s+word)?)\s+(?:you\s+(?:were|have\s+been)\s+(?:given|told)"
+        r"|backwards)\b",
+    ),
     _rule("system_prompt_mention", "extraction", 0.25, ("prompt",), r"\bsystem[\s_\-]*prompt\b|\bprompt[\s_]*texts?\b"),
     # -- delimiter tricks
-    _rule("fake_role_tokens", "delimiter", 0.6,
-          ("im_", "endoftext", "eot_id", "header_id", "inst]", "sys]", "sys>>", "#", "system", "developer"),
-          r"<\|?(?:im_start|im_end|system|endoftext|eot_id|start_header_id|end_header_id)\|?>|\[/?(?:INST|SYS)\]"
-          r"|<</?SYS>>|(?m:^\s*#{2,}\s*(?:system|instructions?|new\s+instructions?)\b)"
-          r"|(?m:^\s*(?:system|developer)\s*:)"),
-    _rule("end_of_prompt_marker", "delimiter", 0.5, ("of", "---"),
-          r"\b(?:end|begin|start)\s+of\s+(?:the\s+)?(?:prompt|instructions|context|system\s+message|user\s+input)\b"
-          r"|-{3,}\s*(?:end|new\s+(?:task|instructions?))\b"),
+    _rule(
+        "fake_role_tokens",
+        "delimiter",
+        0.6,
+        ("im_", "endoftext", "eot_id", "header_id", "inst]", "sys]", "sys>>", "#", "system", "developer"),
+        r"<\|?(?:im_start|im_end|system|endoftext|eot_id|start_header_id|end_header_id)\|?>|\[/?(?:INST|SYS)\]"
+        r"|<</?SYS>>|(?m:^\s*#{2,}\s*(?:system|instructions?|new\s+instructions?)\b)"
+        r"|(?m:^\s*(?:system|developer)\s*:)",
+    ),
+    _rule(
+        "end_of_prompt_marker",
+        "delimiter",
+        0.5,
+        ("of", "---"),
+        r"\b(?:end|begin|start)\s+of\s+(?:the\s+)?(?:prompt|instructions|context|system\s+message|user\s+input)\b"
+        r"|-{3,}\s*(?:end|new\s+(?:task|instructions?))\b",
+    ),
     _rule("escaped_newline_flood", "delimiter", 0.55, ("\\",), r"(?:\\\s*n\s*){4,}"),
-    _rule("inline_instruction_label", "delimiter", 0.5, (":",),
-          r"(?:\\n|\n)\s*(?:instructions?|system|new\s+task|anweisung)\s*:"),
+    _rule(
+        "inline_instruction_label",
+        "delimiter",
+        0.5,
+        (":",),
+        r"(?:\\n|\n)\s*(?:instructions?|system|new\s+task|anweisung)\s*:",
+    ),
 )
 
 ENCODED_PAYLOAD_WEIGHT = 0.5

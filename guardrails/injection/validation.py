@@ -1,0 +1,122 @@
+"""Leave-one-source-out validation: train on every source but one, score that one, for each source in turn.
+
+What it measures is the question the detector faces in production: how it does on prompts from a place it never
+saw. The out-of-fold probabilities also pick the operating threshold, so the threshold is not tuned on rows the
+model was fitted to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from guardrails.injection.dataset import Sample, sample_weights
+from guardrails.injection.logistic import FitConfig, fit
+
+MAX_BENIGN_FPR = 0.03
+TRIGGER_WORD_SOURCES = frozenset(
+    {"benign_trigger_words_wnut17_raw", "benign_trigger_words_xquad_sentences", "synthetic_hard_negatives"}
+)
+REPORTED_LANGS = ("en", "de", "es")
+MIN_ROWS_PER_LANG = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Rate:
+    """Flagged / rows: recall on attacks, false-positive rate on benign prompts."""
+
+    flagged: int
+    rows: int
+
+    @property
+    def value(self) -> float:
+        return self.flagged / self.rows if self.rows else 0.0
+
+
+@dataclass(frozen=True)
+class SourceResult:
+    source: str
+    recall: Rate | None  # attacks in the source
+    fpr: Rate | None  # benign prompts in the source
+    by_lang: dict[str, dict[str, float]] = field(default_factory=dict)
+    """{"de": {"recall": 0.9, "rows_recall": 37}, ...}: each of REPORTED_LANGS with MIN_ROWS_PER_LANG rows or more,
+    for sources in several languages."""
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        for key in ("recall", "fpr"):
+            rate = getattr(self, key)
+            out[key] = (
+                None if rate is None else {"value": round(rate.value, 4), "flagged": rate.flagged, "rows": rate.rows}
+            )
+        return out
+
+
+def out_of_fold(samples: list[Sample], matrix, config: FitConfig) -> np.ndarray:
+    """P(injection) of every row from the model trained without that row's source."""
+    labels = np.array([s.label for s in samples])
+    sources = np.array([s.source for s in samples])
+    probabilities = np.zeros(len(samples))
+    for source in sorted(set(sources)):
+        held = sources == source
+        train = ~held
+        kept = [s for s, keep in zip(samples, train) if keep]
+        coef, bias = fit(matrix[train], labels[train], sample_weights(kept), config)
+        probabilities[held] = 1.0 / (1.0 + np.exp(-(matrix[held] @ coef + bias)))
+    return probabilities
+
+
+def pick_threshold(samples: list[Sample], probabilities: np.ndarray, max_fpr: float = MAX_BENIGN_FPR) -> float:
+    """The lowest threshold (most recall) at which held-out benign prompts, all of them pooled and the trigger-word
+    ones on their own, are flagged at most `max_fpr` of the time."""
+    benign = np.array([s.label == 0 for s in samples])
+    trigger = benign & np.array([s.source in TRIGGER_WORD_SOURCES for s in samples])
+    for threshold in np.round(np.arange(0.05, 1.0, 0.005), 3):
+        flagged = probabilities >= threshold
+        if flagged[benign].mean() <= max_fpr and (not trigger.any() or flagged[trigger].mean() <= max_fpr):
+            return float(threshold)
+    return 0.995
+
+
+def source_table(samples: list[Sample], probabilities: np.ndarray, threshold: float) -> list[SourceResult]:
+    flagged = probabilities >= threshold
+    results = []
+    for source in sorted({s.source for s in samples}):
+        index = [i for i, s in enumerate(samples) if s.source == source]
+        rates = {label: _rate([flagged[i] for i in index if samples[i].label == label]) for label in (0, 1)}
+        by_lang: dict[str, dict[str, float]] = {}
+        if len({samples[i].lang for i in index}) > 1:  # a one-language source's row says it all
+            for lang in REPORTED_LANGS:
+                for label, metric in ((1, "recall"), (0, "fpr")):
+                    in_lang = [i for i in index if samples[i].lang == lang and samples[i].label == label]
+                    if len(in_lang) >= MIN_ROWS_PER_LANG:
+                        by_lang.setdefault(lang, {})[metric] = round(float(np.mean(flagged[in_lang])), 4)
+                        by_lang[lang][f"rows_{metric}"] = len(in_lang)
+        results.append(SourceResult(source, rates[1], rates[0], by_lang))
+    return results
+
+
+def pooled(samples: list[Sample], probabilities: np.ndarray, threshold: float) -> dict[str, float]:
+    """Precision, recall and FPR over all held-out rows, and recall / FPR per language."""
+    labels = np.array([s.label for s in samples])
+    flagged = probabilities >= threshold
+    true_pos = int((flagged & (labels == 1)).sum())
+    false_pos = int((flagged & (labels == 0)).sum())
+    out = {
+        "precision": true_pos / max(1, true_pos + false_pos),
+        "recall": true_pos / max(1, (labels == 1).sum()),
+        "fpr": false_pos / max(1, (labels == 0).sum()),
+    }
+    langs = np.array([s.lang for s in samples])
+    for lang in REPORTED_LANGS:
+        for label, metric in ((1, "recall"), (0, "fpr")):
+            mask = (langs == lang) & (labels == label)
+            if mask.any():
+                out[f"{metric}_{lang}"] = float(flagged[mask].mean())
+                out[f"rows_{metric}_{lang}"] = int(mask.sum())
+    return {key: round(value, 4) if isinstance(value, float) else value for key, value in out.items()}
+
+
+def _rate(flags: list[bool]) -> Rate | None:
+    return Rate(int(sum(flags)), len(flags)) if flags else None
