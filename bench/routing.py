@@ -1,25 +1,26 @@
-"""`sluicegate bench routing [--json]`: replica-selection policies on the Mooncake traces (part 1, simulation).
+"""`sluicegate bench routing`: replica-selection policies replayed on Mooncake traces in a simulated cluster.
 
-For each trace in ../shared/workloads and each replica count (4 and 8), every policy replays the trace against
-simulated replicas (bench/routing_sim.py: an LRU prefix cache of C blocks each, a FIFO prefill server, batched
-decodes). C = cache_fraction * (distinct blocks in the trace) / N, so the cluster holds only part of the working
-set. Rows:
+Each cell (trace x utilisation x replica count) replays the trace `--replays` times, each replay without a seeded
+random `--drop-fraction` of its requests, through every policy on a cluster of simulated replicas that batch like
+our engine (bench/sim: step-time profile, token budget, chunked prefill, shared KV with an LRU prefix cache,
+preemption). Arrivals keep the trace's timestamps, scaled so the work offered (with no cache hits) is the target
+utilisation of the cluster. The cluster's cache is `--cache-fraction` of the trace's distinct blocks, split evenly.
 
-  ceiling              one unbounded cache for all requests: no router can beat its hit rate
-  pooled_lru           one LRU cache of N * C blocks (perfect routing with no duplicated prefixes)
-  round_robin, least_loaded, consistent_hash        the live router's policies
-  sglang_style         SGLang's cache-aware rule over an approximate tree of routing history
-                       (bench/routing_baselines.py)
-  prefix_affinity      ours, precise index (the replicas' KV events)
-  prefix_affinity_hist ours, approximate index (routing history, TTL), as for replicas without a feed
+Rows per cell: TTFT p50/p90/p99, prefix hit rate and prefill-work max/mean over replicas, each the mean over replays
+with its 95% confidence half-width; and the hit-rate bounds at the cluster's cache size (bench/sim/bounds.py):
+ceiling (unbounded), pooled LRU and pooled OPT (Belady); and the TTFT floor: each request alone on an idle replica
+with every hit the unbounded cache gives it (no routing can go below it).
 
-Goal (issue 5): prefix_affinity reaches >= 90% of the ceiling's hit rate with max/mean load <= 1.25 and beats
-sglang_style on both. `--limit N` replays only the first N requests (smoke runs). `--drop-fraction F --seed S`
-replays the trace less a random F of its requests: hit rates a few hundredths of a point apart change order
-between such replays, so compare policies over several seeds, not on one replay.
+Policies: round robin, least loaded (queued prefill tokens), consistent hashing with bounded loads, SGLang's
+cache-aware router, llm-d's precise prefix scorer with its queue and KV scorers (bench/routing_baselines.py, each
+at its defaults), prefix affinity (our previous default) and expected TTFT (ours,
+gateway/routing/policies/expected_ttft.py, the gateway's default).
 
-`--e2e` adds part 2 (bench/routing_e2e.py): the gateway in front of real engine replicas, prefix affinity vs
-round robin, replica-side hit rate, TTFT and throughput. `--e2e-only` skips the simulation.
+Goals (issue 16), per cell: ours' TTFT p50 and p99 <= 0.85x the best baseline's, with the 95% interval of the
+paired per-replay difference below zero; at cache fraction 0.2 ours' hit rate closes >= 50% of the gap from pooled
+LRU to pooled OPT with prefill-work max/mean <= 1.25.
+
+`--e2e` adds part 2 (bench/routing_e2e.py): the gateway in front of real engine replicas.
 """
 
 from __future__ import annotations
@@ -27,36 +28,55 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import statistics
 import sys
 import time
-from dataclasses import asdict
+from collections.abc import Sequence
 from pathlib import Path
 
-from bench.routing_baselines import SglangStylePolicy
+from bench.routing_baselines import (
+    LeastQueuedPrefillPolicy,
+    LlmdPrecisePolicy,
+    SglangCacheAwarePolicy,
+)
 from bench.routing_e2e import E2eSettings, print_e2e, run_e2e
-from bench.routing_sim import ServiceModel, SimResult, ceiling_hit_rate, load_trace, simulate
-from gateway.routing.config import IndexConfig, PolicyConfig
+from bench.sim.bounds import ceiling_hit_rate, pooled_lru_hit_rate, pooled_opt_hit_rate, ttft_floor_s
+from bench.sim.cluster import ClusterSpec, RunResult, simulate, time_scale
+from bench.sim.kv import BLOCK_TOKENS
+from bench.sim.profiles import PROFILES
+from bench.sim.stats import mean_ci95, percentile, t95
+from bench.traces import DEFAULT_TRACES, TraceRequest, load_mooncake_trace
+from gateway.routing.config import PolicyConfig
 from gateway.routing.history_index import HistoryIndex
 from gateway.routing.policies import make_policy
 
-_WORKLOADS = Path(__file__).resolve().parents[2] / "shared" / "workloads"
-_TRACES = ("conversation", "synthetic")
-_GOAL_CEILING_FRACTION = 0.9
-_GOAL_MAX_OVER_MEAN = 1.25
+OURS = "expected_ttft"
+BASELINES = ("round_robin", "least_loaded", "consistent_hash", "sglang_cache_aware", "llmd_precise")
+POLICIES = (*BASELINES, "prefix_affinity", OURS)
+METRICS = ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "hit_rate", "work_max_over_mean")
+GOAL_TTFT_RATIO = 0.85
+GOAL_GAP_CLOSED = 0.5
+GOAL_WORK_MAX_OVER_MEAN = 1.25
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sluicegate bench routing", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    parser.add_argument("--workloads", default=str(_WORKLOADS), help="folder of mooncake_*_trace.jsonl")
-    parser.add_argument("--traces", default=",".join(_TRACES), help="comma-separated: conversation,synthetic")
-    parser.add_argument("--replicas", default="4,8", help="comma-separated replica counts")
-    parser.add_argument("--cache-fraction", type=float, default=0.5, help="cluster cache / distinct trace blocks")
-    parser.add_argument("--prefill-tokens-per-s", type=float, default=10_000.0)
-    parser.add_argument("--decode-s-per-token", type=float, default=0.02)
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
+    parser.add_argument(
+        "--trace",
+        action="append",
+        default=None,
+        help=f"Mooncake-format .jsonl[.gz], or a shipped trace's name ({', '.join(DEFAULT_TRACES)}); repeatable; "
+        "default: the shipped traces",
+    )
+    parser.add_argument("--utilisation", default="0.6,0.85", help="comma-separated offered load (no-cache work)")
+    parser.add_argument("--replicas", default="4,8,16", help="comma-separated replica counts")
+    parser.add_argument("--replays", type=int, default=5, help="replays per cell, each with a seeded drop")
+    parser.add_argument("--drop-fraction", type=float, default=0.1, help="requests each replay leaves out")
+    parser.add_argument("--cache-fraction", type=float, default=0.2, help="cluster cache / distinct trace blocks")
+    parser.add_argument("--profile", default="h100-llama3-8b", choices=sorted(PROFILES), help="step-time profile")
     parser.add_argument("--limit", type=int, default=None, help="replay only the first N requests of each trace")
-    parser.add_argument("--drop-fraction", type=float, default=0.0, help="drop this random fraction of requests")
-    parser.add_argument("--seed", type=int, default=0, help="random seed of --drop-fraction")
+    parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated subset of the policies")
     parser.add_argument("--e2e", action="store_true", help="also run part 2: gateway + real engine replicas")
     parser.add_argument("--e2e-only", action="store_true", help="run only part 2")
     parser.add_argument("--e2e-replicas", type=int, default=E2eSettings.num_replicas)
@@ -67,109 +87,211 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _policy_runs(num_replicas: int, cache_blocks: int):
-    """(label, policy, index, history) per row; a fresh policy and history per run."""
-    history_blocks = num_replicas * cache_blocks
-    defaults = PolicyConfig()
-    return [
-        ("round_robin", make_policy(PolicyConfig(name="round_robin")), "precise", None),
-        ("least_loaded", make_policy(PolicyConfig(name="least_loaded")), "precise", None),
-        ("consistent_hash", make_policy(PolicyConfig(name="consistent_hash")), "precise", None),
-        ("sglang_style", SglangStylePolicy(), "history", HistoryIndex(float("inf"), history_blocks)),
-        ("prefix_affinity", make_policy(defaults), "precise", None),
-        (
-            "prefix_affinity_hist",
-            make_policy(defaults),
-            "history",
-            HistoryIndex(IndexConfig().history_ttl_s, history_blocks),
-        ),
-    ]
+def _make(policy: str, history_blocks: int, seed: int):
+    """(policy, index kind, history) for one run: a fresh instance each time, nothing carried between runs."""
+    if policy == "round_robin":
+        return make_policy(PolicyConfig(name="round_robin")), "precise", None
+    if policy == "least_loaded":
+        return LeastQueuedPrefillPolicy(), "precise", None
+    if policy == "consistent_hash":
+        return make_policy(PolicyConfig(name="consistent_hash")), "precise", None
+    if policy == "sglang_cache_aware":  # its tree: where it routed, bounded like its max_tree_size
+        return SglangCacheAwarePolicy(), "history", HistoryIndex(float("inf"), history_blocks)
+    if policy == "llmd_precise":
+        return LlmdPrecisePolicy(seed=seed), "precise", None
+    return make_policy(PolicyConfig(name=policy)), "precise", None
 
 
-def run_config(requests, trace: str, num_replicas: int, args) -> dict:
-    distinct_blocks = len({h for r in requests for h in r.block_hashes})
-    cache_blocks = max(1, int(args.cache_fraction * distinct_blocks / num_replicas))
-    service = ServiceModel(args.prefill_tokens_per_s, args.decode_s_per_token)
-    ceiling = ceiling_hit_rate(requests, None)
-    rows = [
-        {"policy": "ceiling", "hit_rate": ceiling},
-        {"policy": "pooled_lru", "hit_rate": ceiling_hit_rate(requests, num_replicas * cache_blocks)},
-    ]
-    for label, policy, index, history in _policy_runs(num_replicas, cache_blocks):
-        started_s = time.perf_counter()
-        result: SimResult = simulate(requests, policy, num_replicas, cache_blocks, service, index, history, label)
-        rows.append({**asdict(result), "sim_s": round(time.perf_counter() - started_s, 2)})
-    by_policy = {row["policy"]: row for row in rows}
-    ours, sglang = by_policy["prefix_affinity"], by_policy["sglang_style"]
-    goal = {
-        "hit_rate_vs_ceiling": ours["hit_rate"] / ceiling,
-        "reaches_90pct_of_ceiling": ours["hit_rate"] >= _GOAL_CEILING_FRACTION * ceiling,
-        "max_over_mean_within_1_25": ours["max_over_mean_load"] <= _GOAL_MAX_OVER_MEAN,
-        "beats_sglang_hit_rate": ours["hit_rate"] > sglang["hit_rate"],
-        "beats_sglang_balance": ours["max_over_mean_load"] < sglang["max_over_mean_load"],
+def _replay(requests: Sequence[TraceRequest], seed: int, drop_fraction: float) -> list[TraceRequest]:
+    rng = random.Random(seed)
+    return [r for r in requests if rng.random() >= drop_fraction]
+
+
+def _summary(result: RunResult) -> dict[str, float]:
+    work = result.prefill_tokens_per_replica
+    ttft_s = sorted(result.ttft_s)
+    return {
+        "ttft_p50_s": percentile(ttft_s, 0.5),
+        "ttft_p90_s": percentile(ttft_s, 0.9),
+        "ttft_p99_s": percentile(ttft_s, 0.99),
+        "hit_rate": result.hit_rate,
+        "work_max_over_mean": max(work) / statistics.fmean(work) if any(work) else 1.0,
+        "preemptions": result.preemptions,
     }
+
+
+def run_cell(requests: list[TraceRequest], trace: str, utilisation: float, num_replicas: int, args) -> dict:
+    profile = PROFILES[args.profile]
+    policies = args.policies.split(",")
+    per_policy: dict[str, list[dict]] = {p: [] for p in policies}
+    floors: list[dict] = []
+    bounds: dict[str, list[float]] = {"ceiling": [], "pooled_lru": [], "pooled_opt": []}
+    started_s = time.perf_counter()
+    for seed in range(args.replays):
+        replay = _replay(requests, seed, args.drop_fraction)
+        distinct_blocks = len({h for r in replay for h in r.block_hashes})
+        cluster_blocks = max(1, int(args.cache_fraction * distinct_blocks))
+        bounds["ceiling"].append(ceiling_hit_rate(replay))
+        bounds["pooled_lru"].append(pooled_lru_hit_rate(replay, cluster_blocks))
+        bounds["pooled_opt"].append(pooled_opt_hit_rate(replay, cluster_blocks))
+        floor_s = sorted(ttft_floor_s(replay, profile))
+        floors.append({f"ttft_p{q}_s": percentile(floor_s, q / 100) for q in (50, 90, 99)})
+        # A replica always fits two of the largest requests, however small the fraction (smoke runs).
+        largest = max(r.prompt_tokens + r.output_tokens for r in replay)
+        capacity = max(cluster_blocks * BLOCK_TOKENS // num_replicas, 2 * (largest + BLOCK_TOKENS))
+        spec = ClusterSpec(profile, num_replicas, capacity, time_scale(replay, profile, num_replicas, utilisation))
+        for name in policies:
+            policy, index, history = _make(name, cluster_blocks, seed)
+            per_policy[name].append(_summary(simulate(replay, spec, policy, index, history, name)))
+    print(
+        f"  {trace}, utilisation {utilisation}, {num_replicas} replicas: {time.perf_counter() - started_s:.0f} s",
+        file=sys.stderr,
+    )  # progress: a full run takes minutes
+    rows = [_row(name, runs) for name, runs in per_policy.items()]
+    bound_rows = {name: mean_ci95(values) for name, values in bounds.items()}
     return {
         "trace": trace,
+        "utilisation": utilisation,
         "num_replicas": num_replicas,
-        "cache_blocks_per_replica": cache_blocks,
-        "distinct_blocks": distinct_blocks,
         "num_requests": len(requests),
+        "replays": args.replays,
+        "bounds": {name: {"mean": m, "ci95": h} for name, (m, h) in bound_rows.items()},
+        "ttft_floor": {m: dict(zip(("mean", "ci95"), mean_ci95([f[m] for f in floors]))) for m in floors[0]},
         "rows": rows,
-        "goal": goal,
+        "goal": _goal(per_policy, bounds, args.cache_fraction),
+        "sim_s": round(time.perf_counter() - started_s, 1),
     }
 
 
-def _print_table(results: list[dict], args) -> None:
-    print(
-        f"Routing replay: cache_fraction={args.cache_fraction}, prefill {args.prefill_tokens_per_s:.0f} tok/s/replica, "
-        f"decode {args.decode_s_per_token * 1000:.0f} ms/token; load = time-averaged in-flight requests"
-    )
-    header = f"{'trace':<13}{'N':>3}{'C':>7}  {'policy':<21}{'hit':>7}{'/ceil':>7}{'max/mean':>9}{'ttft':>8}{'p90':>8}"
-    for result in results:
-        print()
-        print(header)
-        ceiling = result["rows"][0]["hit_rate"]
-        for row in result["rows"]:
-            load = f"{row['max_over_mean_load']:9.3f}" if "max_over_mean_load" in row else " " * 9
-            ttft = f"{row['ttft_mean_s']:7.2f}s{row['ttft_p90_s']:7.2f}s" if "ttft_mean_s" in row else ""
+def _row(name: str, runs: list[dict]) -> dict:
+    row: dict = {"policy": name}
+    for metric in METRICS:
+        mean, half = mean_ci95([run[metric] for run in runs])
+        row[metric] = {"mean": mean, "ci95": half}
+    row["preemptions"] = statistics.fmean(run["preemptions"] for run in runs)
+    return row
+
+
+def _paired_diff_ci(ours: list[float], theirs: list[float]) -> tuple[float, float]:
+    diffs = [a - b for a, b in zip(ours, theirs)]
+    mean = statistics.fmean(diffs)
+    half = t95(len(diffs) - 1) * statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else 0.0
+    return mean, half
+
+
+def _goal(per_policy: dict[str, list[dict]], bounds: dict[str, list[float]], cache_fraction: float) -> dict:
+    if OURS not in per_policy or not any(b in per_policy for b in BASELINES):
+        return {}
+    goal: dict = {}
+    for metric in ("ttft_p50_s", "ttft_p99_s"):
+        baselines = {b: [run[metric] for run in per_policy[b]] for b in BASELINES if b in per_policy}
+        best = min(baselines, key=lambda b: statistics.fmean(baselines[b]))
+        ours = [run[metric] for run in per_policy[OURS]]
+        diff, half = _paired_diff_ci(ours, baselines[best])
+        ratio = statistics.fmean(ours) / statistics.fmean(baselines[best])
+        goal[metric] = {
+            "best_baseline": best,
+            "ratio": ratio,
+            "diff_s": diff,
+            "diff_ci95": half,
+            "met": ratio <= GOAL_TTFT_RATIO and diff + half < 0,
+        }
+    lru, opt = statistics.fmean(bounds["pooled_lru"]), statistics.fmean(bounds["pooled_opt"])
+    hit = statistics.fmean(run["hit_rate"] for run in per_policy[OURS])
+    work = statistics.fmean(run["work_max_over_mean"] for run in per_policy[OURS])
+    closed = (hit - lru) / (opt - lru) if opt > lru else float("nan")
+    goal["cache"] = {
+        "cache_fraction": cache_fraction,
+        "gap_closed": closed,
+        "work_max_over_mean": work,
+        "met": closed >= GOAL_GAP_CLOSED and work <= GOAL_WORK_MAX_OVER_MEAN,
+    }
+    return goal
+
+
+def _traces(args) -> list[tuple[str, Path]] | None:
+    named = args.trace or list(DEFAULT_TRACES)
+    traces = []
+    for item in named:
+        path = DEFAULT_TRACES.get(item, Path(item))
+        if not path.is_file():
             print(
-                f"{result['trace']:<13}{result['num_replicas']:>3}{result['cache_blocks_per_replica']:>7}  "
-                f"{row['policy']:<21}{row['hit_rate']:7.1%}{row['hit_rate'] / ceiling:7.1%}{load}{ttft}"
+                f"sluicegate bench routing: no trace at {path} (give a file or one of {', '.join(DEFAULT_TRACES)})",
+                file=sys.stderr,
             )
-        goal = result["goal"]
+            return None
+        traces.append((item if item in DEFAULT_TRACES else path.name, path))
+    return traces
+
+
+def _fmt(cell: dict) -> str:
+    return f"{cell['mean']:.2f}±{cell['ci95']:.2f}"
+
+
+def _print_cells(cells: list[dict], args) -> None:
+    print(
+        f"Routing simulation: profile {args.profile}, cache fraction {args.cache_fraction}, {args.replays} replays "
+        f"(each without {args.drop_fraction:.0%} of requests); mean ± 95% CI half-width over replays"
+    )
+    for cell in cells:
+        bounds = cell["bounds"]
         print(
-            f"  goal: {goal['hit_rate_vs_ceiling']:.1%} of ceiling (>=90%: {goal['reaches_90pct_of_ceiling']}), "
-            f"max/mean <= 1.25: {goal['max_over_mean_within_1_25']}, beats sglang_style on hit rate: "
-            f"{goal['beats_sglang_hit_rate']}, on balance: {goal['beats_sglang_balance']}"
+            f"\n{cell['trace']}  util {cell['utilisation']}  {cell['num_replicas']} replicas  "
+            f"({cell['num_requests']} requests, {cell['sim_s']} s)   hit-rate bounds: ceiling "
+            f"{bounds['ceiling']['mean']:.1%}, pooled LRU {bounds['pooled_lru']['mean']:.1%}, "
+            f"pooled OPT {bounds['pooled_opt']['mean']:.1%}"
         )
+        print(f"  {'policy':<20}{'TTFT p50 s':>13}{'p90 s':>13}{'p99 s':>14}{'hit rate':>15}{'work max/mean':>15}")
+        floor = cell["ttft_floor"]
+        print(
+            f"  {'floor (TTFT only)':<20}{_fmt(floor['ttft_p50_s']):>13}{_fmt(floor['ttft_p90_s']):>13}"
+            f"{_fmt(floor['ttft_p99_s']):>14}"
+        )
+        for row in cell["rows"]:
+            hit = row["hit_rate"]
+            print(
+                f"  {row['policy']:<20}{_fmt(row['ttft_p50_s']):>13}{_fmt(row['ttft_p90_s']):>13}"
+                f"{_fmt(row['ttft_p99_s']):>14}{hit['mean']:>9.1%}±{hit['ci95']:.1%}"
+                f"{_fmt(row['work_max_over_mean']):>15}"
+            )
+        goal = cell["goal"]
+        if goal:
+            parts = [
+                f"{m[5:8]} {goal[m]['ratio']:.2f}x {goal[m]['best_baseline']} (diff {goal[m]['diff_s']:+.2f}"
+                f"±{goal[m]['diff_ci95']:.2f} s, {'met' if goal[m]['met'] else 'NOT met'})"
+                for m in ("ttft_p50_s", "ttft_p99_s")
+            ]
+            cache = goal["cache"]
+            parts.append(
+                f"gap closed {cache['gap_closed']:.0%}, work {cache['work_max_over_mean']:.2f} "
+                f"({'met' if cache['met'] else 'NOT met'})"
+            )
+            print("  goal: " + "; ".join(parts))
 
 
 def _simulation(args) -> list[dict] | None:
-    results = []
-    for trace in args.traces.split(","):
-        path = Path(args.workloads) / f"mooncake_{trace}_trace.jsonl"
-        if not path.is_file():
-            print(f"sluicegate bench routing: no trace at {path} (see --workloads)", file=sys.stderr)
-            return None
-        requests = load_trace(str(path), args.limit)
-        if args.drop_fraction:
-            rng = random.Random(args.seed)
-            requests = [r for r in requests if rng.random() > args.drop_fraction]
-        for num_replicas in (int(n) for n in args.replicas.split(",")):
-            results.append(run_config(requests, trace, num_replicas, args))
-    return results
+    traces = _traces(args)
+    if traces is None:
+        return None
+    cells = []
+    for name, path in traces:
+        requests = load_mooncake_trace(path, args.limit)
+        for utilisation in (float(u) for u in args.utilisation.split(",")):
+            for num_replicas in (int(n) for n in args.replicas.split(",")):
+                cells.append(run_cell(requests, name, utilisation, num_replicas, args))
+    return cells
 
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     output: dict = {"benchmark": "routing", "settings": vars(args)}
     if not args.e2e_only:
-        results = _simulation(args)
-        if results is None:
+        cells = _simulation(args)
+        if cells is None:
             return 2
-        output["simulation"] = results
+        output["simulation"] = cells
         if not args.json:
-            _print_table(results, args)
+            _print_cells(cells, args)
     if args.e2e or args.e2e_only:
         settings = E2eSettings(
             num_replicas=args.e2e_replicas,
@@ -178,7 +300,7 @@ def main(argv: list[str]) -> int:
             concurrency=args.e2e_concurrency,
             num_kv_blocks=args.e2e_kv_blocks,
         )
-        output["end_to_end"] = run_e2e(settings, ["prefix_affinity", "round_robin"])
+        output["end_to_end"] = run_e2e(settings, [OURS, "round_robin"])
         if not args.json:
             print_e2e(output["end_to_end"])
     if args.json:

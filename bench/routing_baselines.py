@@ -1,25 +1,33 @@
-"""Baselines for the routing benchmark that are not product policies.
+"""Baselines for the routing benchmark that are not product policies, each at its project's defaults.
 
-`SglangStylePolicy` re-implements the decision rule of SGLang's router (sgl-router `cache_aware` policy, defaults
-of its current Python launcher): when the pool is imbalanced, i.e. (max - min) in-flight > balance_abs_threshold AND
-max > balance_rel_threshold * min, route to the least loaded replica; otherwise, if the best prefix match covers more
-than cache_threshold of the prompt, route to that replica; otherwise to the replica with the smallest approximate
-tree (the most free cache). Its tree is approximate (where it routed, not what replicas hold): the benchmark feeds
-it `matched_blocks` and `indexed_blocks` from a HistoryIndex.
+`SglangCacheAwarePolicy`: the decision rule of SGLang's router (sgl-router, `cache_aware`). When the pool is
+imbalanced, i.e. (max - min) running requests > balance_abs_threshold AND max > balance_rel_threshold * min, the
+request goes to the replica with the fewest running requests. Otherwise, if its best prefix match in the router's
+approximate radix tree (what the router sent where, not what replicas hold) covers more than cache_threshold of the
+prompt, to that replica; otherwise to the replica with the smallest tree (the most free cache). Defaults of its
+launcher: cache_threshold 0.5, balance_abs_threshold 32, balance_rel_threshold 1.0001. The benchmark feeds it
+`matched_blocks` and `indexed_blocks` from a HistoryIndex, its approximate tree.
+
+`LlmdPrecisePolicy`: llm-d's inference scheduler with its precise prefix-cache scorer (fed by the replicas' KV
+events), the queue scorer and the KV-cache-utilisation scorer, summed with the weights of llm-d's
+precise-prefix-cache-aware guide (3, 2, 2), the max-score picker breaking ties at random. Scores, each in [0, 1]:
+prefix = matched blocks / the best match among replicas (0 when none matches), queue = (max - q) / (max - min)
+waiting requests (1 when all equal), KV = 1 - KV usage.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 
 from gateway.routing.policies.base import Candidate, Choice, PolicyRequest
 
 
-class SglangStylePolicy:
-    name = "sglang_style"
+class SglangCacheAwarePolicy:
+    name = "sglang_cache_aware"
 
     def __init__(
-        self, cache_threshold: float = 0.3, balance_abs_threshold: int = 64, balance_rel_threshold: float = 1.5
+        self, cache_threshold: float = 0.5, balance_abs_threshold: int = 32, balance_rel_threshold: float = 1.0001
     ) -> None:
         self.cache_threshold = cache_threshold
         self.balance_abs_threshold = balance_abs_threshold
@@ -28,8 +36,9 @@ class SglangStylePolicy:
     def choose(self, request: PolicyRequest, candidates: Sequence[Candidate]) -> Choice:
         loads = [c.load.inflight_requests for c in candidates]
         least_loaded = min(range(len(candidates)), key=loads.__getitem__)
-        spread = max(loads) - min(loads)
-        imbalanced = spread > self.balance_abs_threshold and max(loads) > self.balance_rel_threshold * min(loads)
+        imbalanced = max(loads) - min(loads) > self.balance_abs_threshold and max(
+            loads
+        ) > self.balance_rel_threshold * min(loads)
         if imbalanced:
             return Choice(index=least_loaded, reason="load")
         best = max(range(len(candidates)), key=lambda i: candidates[i].matched_blocks)
@@ -38,3 +47,46 @@ class SglangStylePolicy:
             return Choice(index=best, reason="prefix", saved_tokens=saved)
         smallest_tree = min(range(len(candidates)), key=lambda i: candidates[i].indexed_blocks)
         return Choice(index=smallest_tree, reason="load")
+
+
+class LlmdPrecisePolicy:
+    name = "llmd_precise"
+
+    def __init__(
+        self, prefix_weight: float = 3.0, queue_weight: float = 2.0, kv_weight: float = 2.0, seed: int = 0
+    ) -> None:
+        self.prefix_weight = prefix_weight
+        self.queue_weight = queue_weight
+        self.kv_weight = kv_weight
+        self._random = random.Random(seed)
+
+    def choose(self, request: PolicyRequest, candidates: Sequence[Candidate]) -> Choice:
+        best_match = max(c.matched_blocks for c in candidates)
+        queues = [c.load.waiting_requests for c in candidates]
+        low, high = min(queues), max(queues)
+        scores = []
+        for candidate, queue in zip(candidates, queues):
+            prefix = candidate.matched_blocks / best_match if best_match else 0.0
+            queue_score = 1.0 if high == low else (high - queue) / (high - low)
+            kv = 1.0 - candidate.load.kv_usage
+            scores.append(self.prefix_weight * prefix + self.queue_weight * queue_score + self.kv_weight * kv)
+        top = max(scores)
+        index = self._random.choice([i for i, score in enumerate(scores) if score == top])
+        saved = min(candidates[index].matched_blocks * request.block_size, request.prompt_tokens)
+        return Choice(index=index, reason="prefix" if saved else "load", saved_tokens=saved)
+
+
+class LeastQueuedPrefillPolicy:
+    """Least loaded by the prefill work queued on each replica (uncached prompt tokens before their first token);
+    the cache plays no part. Ties rotate."""
+
+    name = "least_loaded"
+
+    def __init__(self) -> None:
+        self._turn = 0
+
+    def choose(self, request: PolicyRequest, candidates: Sequence[Candidate]) -> Choice:
+        self._turn += 1
+        n = len(candidates)
+        index = min(range(n), key=lambda i: (candidates[i].load.queued_prefill_tokens, (i - self._turn) % n))
+        return Choice(index=index, reason="load")

@@ -57,8 +57,17 @@ class Proc:
 def start_engine(model_dir: str, served_name: str, num_kv_blocks: int, workdir: Path, index: int) -> Proc:
     port = free_port()
     args = [
-        "engine", "--model", model_dir, "--port", str(port), "--served-model-name", served_name,
-        "--num-kv-blocks", str(num_kv_blocks), "--log-level", "warning",
+        "engine",
+        "--model",
+        model_dir,
+        "--port",
+        str(port),
+        "--served-model-name",
+        served_name,
+        "--num-kv-blocks",
+        str(num_kv_blocks),
+        "--log-level",
+        "warning",
     ]
     return Proc(args, port, workdir / f"engine{index}.log")
 

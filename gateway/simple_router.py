@@ -33,11 +33,15 @@ class RoundRobinRouter:
                 return Route(replica=name, url=url, policy="round_robin")
         raise NoHealthyReplicaError(request.model)
 
+    def first_token(self, route: Route) -> None:
+        pass  # round robin keeps no load estimate
+
     def release(self, route: Route, outcome: str) -> None:
         pass
 
 
 def build_router(routing_models: dict, *, metrics_registry=None) -> RoundRobinRouter:
     """The factory signature config.py documents; routing knobs other than `replicas` do not apply here."""
-    return RoundRobinRouter({model: [(r["name"], r["url"]) for r in spec["replicas"]]
-                             for model, spec in routing_models.items()})
+    return RoundRobinRouter(
+        {model: [(r["name"], r["url"]) for r in spec["replicas"]] for model, spec in routing_models.items()}
+    )

@@ -4,7 +4,14 @@
 (`add_replica`, `drain_replica`, `remove_replica`, `replicas`) live on `PrefixRouter` (router.py).
 """
 
-from gateway.routing.base import NoHealthyReplicaError, ReplicaAdmin, ReplicaInfo, Route, RouteRequest, Router
+from gateway.routing.base import (
+    NoHealthyReplicaError,
+    ReplicaAdmin,
+    ReplicaInfo,
+    Route,
+    Router,
+    RouteRequest,
+)
 from gateway.routing.config import RoutingConfigError
 from gateway.routing.factory import build_router
 from gateway.routing.model_router import UnknownReplicaError

@@ -34,7 +34,7 @@ class RouteRequest:
     prompt_token_ids: list[int] | None  # None when the model's tokenizer is unknown to the gateway
     prompt_text: str  # the rendered prompt; used for character-based hashing when there are no token ids
     max_tokens: int
-    cache_salt: str = ""  # tenant id for isolate_cache tenants (DESIGN.md, "Tenant isolation")
+    cache_salt: str = ""  # tenant id for isolate_cache tenants (docs/architecture.md, "Tenant isolation")
     block_hashes: list[int] = field(default_factory=list)  # filled by the request path from prompt_token_ids
 
 
@@ -58,6 +58,10 @@ class Router(Protocol):
 
     def route(self, request: RouteRequest, exclude: frozenset[str] = frozenset()) -> Route:
         """Pick a replica; raise NoHealthyReplicaError when none can take it."""
+
+    def first_token(self, route: Route) -> None:
+        """The routed request's first byte came back: its prefill is done (load estimates that count queued prefill
+        drop it here rather than at release)."""
 
     def release(self, route: Route, outcome: str) -> None:
         """The routed request ended with `outcome` (one of the constants above)."""

@@ -6,6 +6,13 @@
 
 Open: the replica gets no requests. Half-open: exactly one request is let through as a trial, so a replica that is
 still broken costs one failed request per open period, not a burst.
+
+    any state ──(active health saw the replica down, then up again: `record_recovery`)──> closed
+
+Why the recovery edge: a replica that was killed and restarted has proved with its probes that it serves again. Making
+it wait out the open period and then take one trial at a time (a long generation holds the slot for minutes) refused
+traffic a healthy replica could take. A replica whose probes never failed (it answers /health but fails requests)
+gets no such shortcut: only its own requests close its breaker.
 """
 
 from __future__ import annotations
@@ -63,6 +70,10 @@ class CircuitBreaker:
         self._consecutive_failures = 0
         self._backoff = 1
         self._trial_in_flight = False
+
+    def record_recovery(self) -> None:
+        """Active health saw the replica down and then up: whatever its requests said before, it is a new process."""
+        self.record_success()
 
     def record_failure(self) -> None:
         if self.state == HALF_OPEN:

@@ -9,7 +9,8 @@
             url: http://10.0.0.9:8000
             kv_events: false            # no /v1/kv/events feed (e.g. vLLM): the router's own history stands in
         routing:                        # optional; defaults shown
-          policy: prefix_affinity       # round_robin | least_loaded | consistent_hash | prefix_affinity
+          policy: expected_ttft         # round_robin | least_loaded | consistent_hash | prefix_affinity | expected_ttft
+          hit_weight: 4                 # expected_ttft: cost = queued prefill + uncached - hit_weight * cached tokens
           kv_events: true               # default for replicas that do not say
           max_load_ratio: 1.25          # load bound: in-flight <= ceil(ratio * (total + 1) / n) + slack
           max_load_slack_requests: 8
@@ -33,8 +34,8 @@
           history_max_blocks: 1000000   # approximate index size bound
           resync_backoff_s: 0.5         # KV feed reconnect delay, doubling to 10 s
 
-The policy knobs are explained in gateway/routing/policies/prefix_affinity.py; config.py validates every field and
-names the value and the fix when one is wrong.
+The policy knobs are explained in gateway/routing/policies/expected_ttft.py and prefix_affinity.py; config.py
+validates every field and names the value and the fix when one is wrong.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The block hashes a request is matched by, per block size; character blocks when there are no token ids.
 
-Token hashes follow DESIGN.md exactly (salted root, 16-token blocks by default), so they meet the hashes in a
+Token hashes follow docs/architecture.md exactly (salted root, 16-token blocks by default), so they meet the hashes in a
 replica's KV events. The request path fills `RouteRequest.block_hashes` at the model's block size (IndexConfig);
 a replica whose snapshot announces another size gets hashes recomputed from the token ids at its size. Hashes
 whose count does not fit that block size (a request path configured with another size) are recomputed too.

@@ -1,4 +1,4 @@
-"""Follow one replica's KV cache through its `GET /v1/kv/events` feed (DESIGN.md) into the precise index.
+"""Follow one replica's KV cache through its `GET /v1/kv/events` feed (docs/architecture.md) into the precise index.
 
 The feed is SSE. It opens with a `snapshot` (every cached block hash, the block size, the current sequence number),
 then `stored` / `removed` / `cleared` events, each numbered one past the previous. Any gap, a delta before the
@@ -83,7 +83,7 @@ async def iter_sse(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str, s
         if line.startswith(":"):
             continue
         name, _, value = line.partition(":")
-        value = value[1:] if value.startswith(" ") else value
+        value = value.removeprefix(" ")
         if name == "event":
             event = value
         elif name == "data":

@@ -53,6 +53,8 @@ class _Ticket:
     max_tokens: int
     pending_hashes: list[int]
     breaker_trial: bool
+    before_first_token: bool = True
+    """Its uncached prompt still counts in the replica's queued_prefill_tokens."""
 
 
 class ModelRouter:
@@ -117,7 +119,16 @@ class ModelRouter:
     def owns(self, ticket: int) -> bool:
         return ticket in self._tickets
 
+    def first_token(self, route: Route) -> None:
+        """The routed request's first token arrived: its prefill no longer queues ahead of later requests."""
+        ticket = self._tickets.get(route.ticket)
+        replica = self.replicas.get(ticket.replica) if ticket is not None else None
+        if replica is not None and ticket.before_first_token:
+            ticket.before_first_token = False
+            replica.load.queued_prefill_tokens -= ticket.uncached_tokens
+
     def release(self, route: Route, outcome: str) -> None:
+        self.first_token(route)  # a request that ends without a first token queues nothing either
         ticket = self._tickets.pop(route.ticket, None)
         if ticket is None:
             return  # released twice, or routed by another router: nothing of ours to undo
@@ -229,6 +240,7 @@ class ModelRouter:
         replica.load.inflight_requests += 1
         replica.load.inflight_prompt_tokens += uncached_tokens
         replica.load.inflight_decode_tokens += max_tokens
+        replica.load.queued_prefill_tokens += uncached_tokens
         breaker_trial = replica.breaker.on_routed()
         ticket = next(_tickets)
         self._tickets[ticket] = _Ticket(replica.name, uncached_tokens, max_tokens, pending_hashes, breaker_trial)

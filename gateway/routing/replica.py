@@ -45,6 +45,8 @@ class Replica:
             self.consecutive_probe_failures = 0
             self.consecutive_probe_successes += 1
             if self.consecutive_probe_successes >= health.healthy_after:
+                if not self.healthy:  # down, now up again (a restart): it takes traffic at once, breaker or not
+                    self.breaker.record_recovery()
                 self.healthy = True
         else:
             self.consecutive_probe_successes = 0

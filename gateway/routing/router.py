@@ -39,6 +39,14 @@ class PrefixRouter:
             raise NoHealthyReplicaError(request.model)
         return router.route(request, exclude)
 
+    def first_token(self, route: Route) -> None:
+        """The request path saw the routed request's first byte (its prefill is done); the expected_ttft policy's
+        queue estimate drops its prompt then instead of at release."""
+        for router in self._models.values():
+            if router.owns(route.ticket):
+                router.first_token(route)
+                return
+
     def release(self, route: Route, outcome: str) -> None:
         for router in self._models.values():
             if router.owns(route.ticket):

@@ -1,8 +1,15 @@
 """Replica-selection policies behind one interface (base.py); `make_policy` builds one from its config."""
 
 from gateway.routing.config import PolicyConfig
-from gateway.routing.policies.base import Candidate, Choice, Policy, PolicyRequest, ReplicaLoad
+from gateway.routing.policies.base import (
+    Candidate,
+    Choice,
+    Policy,
+    PolicyRequest,
+    ReplicaLoad,
+)
 from gateway.routing.policies.consistent_hash import ConsistentHashPolicy
+from gateway.routing.policies.expected_ttft import ExpectedTtftPolicy
 from gateway.routing.policies.least_loaded import LeastLoadedPolicy
 from gateway.routing.policies.prefix_affinity import PrefixAffinityPolicy
 from gateway.routing.policies.round_robin import RoundRobinPolicy
@@ -13,6 +20,8 @@ def make_policy(config: PolicyConfig) -> Policy:
         return RoundRobinPolicy()
     if config.name == "least_loaded":
         return LeastLoadedPolicy()
+    if config.name == "expected_ttft":
+        return ExpectedTtftPolicy(config.hit_weight)
     if config.name == "consistent_hash":
         return ConsistentHashPolicy(
             config.max_load_ratio, config.hash_key_blocks, config.virtual_nodes, config.max_load_slack_requests
@@ -31,6 +40,7 @@ __all__ = [
     "Candidate",
     "Choice",
     "ConsistentHashPolicy",
+    "ExpectedTtftPolicy",
     "LeastLoadedPolicy",
     "Policy",
     "PolicyRequest",

@@ -26,6 +26,8 @@ class ReplicaLoad:
     """The replica's own queue (vllm:num_requests_waiting), from its last /metrics scrape."""
     kv_usage: float = 0.0
     """Fraction of its KV blocks in use (vllm:kv_cache_usage_perc), from its last /metrics scrape."""
+    queued_prefill_tokens: int = 0
+    """Uncached prompt tokens of routed requests that have not sent their first token: prefill queued ahead."""
 
 
 @dataclass

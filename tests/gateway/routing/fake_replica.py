@@ -1,4 +1,5 @@
-"""A replica's control plane on loopback for the router tests: /health, /metrics and /v1/kv/events (DESIGN.md format).
+"""A replica's control plane on loopback for the router tests: /health, /metrics and /v1/kv/events
+(docs/architecture.md format).
 
 Not an engine: it serves no completions. A real Starlette app under uvicorn in its own thread, so the router talks
 to it over real HTTP and SSE. The test drives it from its own thread (store / remove / clear / skip a sequence
@@ -141,6 +142,4 @@ class FakeReplica:
 
             return StreamingResponse(stream(), media_type="text/event-stream")
 
-        return Starlette(
-            routes=[Route("/health", health), Route("/metrics", metrics), Route("/v1/kv/events", events)]
-        )
+        return Starlette(routes=[Route("/health", health), Route("/metrics", metrics), Route("/v1/kv/events", events)])

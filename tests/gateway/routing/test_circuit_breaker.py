@@ -1,8 +1,10 @@
-"""The circuit breaker's state machine on a fake clock."""
+"""The circuit breaker's state machine on a fake clock, and how active health closes it after a restart."""
 
 from __future__ import annotations
 
 from gateway.routing.circuit_breaker import CLOSED, HALF_OPEN, OPEN, CircuitBreaker
+from gateway.routing.config import HealthConfig, ReplicaConfig
+from gateway.routing.replica import Replica
 
 
 class Clock:
@@ -65,3 +67,27 @@ def test_an_older_request_ending_neutral_keeps_the_trial_slot_taken():
     assert breaker.state == HALF_OPEN and not breaker.allows()
     breaker.record_neutral(trial)
     assert breaker.allows()
+
+
+def _replica(clock: Clock) -> Replica:
+    replica = Replica.from_config(ReplicaConfig(name="r0", url="http://r0"), HealthConfig(unhealthy_after=1))
+    replica.breaker = CircuitBreaker(failure_threshold=1, open_s=600, clock=clock)
+    return replica
+
+
+def test_a_replica_seen_down_then_up_by_its_probes_closes_its_breaker():
+    replica = _replica(Clock())
+    health = HealthConfig(unhealthy_after=1)
+    replica.breaker.record_failure()
+    replica.record_probe(False, health)  # the process is gone
+    replica.record_probe(True, health)  # and back: a restart
+    assert replica.breaker.state == CLOSED and replica.routable()
+
+
+def test_passing_probes_alone_do_not_close_a_breaker_that_requests_opened():
+    replica = _replica(Clock())
+    health = HealthConfig(unhealthy_after=1)
+    replica.breaker.record_failure()  # it answers /health but fails requests
+    for _ in range(3):
+        replica.record_probe(True, health)
+    assert replica.breaker.state == OPEN and not replica.routable()

@@ -15,7 +15,7 @@ def test_the_documented_example_parses():
     configs = parse_models_config(yaml.safe_load(example)["models"])
     config = configs["tiny-llama"]
     assert [(r.name, r.kv_events) for r in config.replicas] == [("r0", True), ("ext", False)]
-    assert config.policy.name == "prefix_affinity" and config.health.breaker_failures == 3
+    assert config.policy.name == "expected_ttft" and config.health.breaker_failures == 3
 
 
 def test_routing_kv_events_is_the_default_for_replicas():
@@ -35,7 +35,9 @@ def test_routing_kv_events_is_the_default_for_replicas():
         ({"m": {"replicas": [], "health": {"interval_s": 0}}}, "interval_s=0"),
         ({"m": {"replicas": [], "health": {"intervall_s": 1}}}, "unknown keys ['intervall_s']"),
         ({"m": {"replica": []}}, "unknown keys ['replica']"),
-        ({"m": {"replicas": "a"}}, "expected a list"),
+        ({"m": {"replicas": "a"}}, "models.m.replicas='a': Input should be a valid list"),
+        ({"m": {"replicas": [], "index": {"block_size": 16.5}}}, "models.m.index.block_size=16.5"),
+        ({"m": {"replicas": [], "routing": {"virtual_nodes": "64"}}}, "models.m.routing.virtual_nodes='64'"),
         (["m"], "expected a mapping"),
     ],
 )

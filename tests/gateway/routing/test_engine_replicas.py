@@ -21,7 +21,12 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from gateway.routing import NoHealthyReplicaError, PrefixRouter, RouteRequest, build_router
+from gateway.routing import (
+    NoHealthyReplicaError,
+    PrefixRouter,
+    RouteRequest,
+    build_router,
+)
 from gateway.routing.base import ERROR_BEFORE_FIRST_BYTE, ERROR_MID_STREAM, OK
 from sluicegate.block_hash import block_hashes
 from tests.gateway.routing.conftest import wait_until
@@ -62,9 +67,22 @@ def engines(tiny_model_dir):
     for _ in range(2):
         port = _free_port()
         command = [
-            sys.executable, "-m", "sluicegate.cli", "engine", "--model", tiny_model_dir, "--port", str(port),
-            "--num-kv-blocks", str(NUM_KV_BLOCKS), "--max-model-len", "512", "--log-level", "warning",
-            "--served-model-name", "tiny",
+            sys.executable,
+            "-m",
+            "sluicegate.cli",
+            "engine",
+            "--model",
+            tiny_model_dir,
+            "--port",
+            str(port),
+            "--num-kv-blocks",
+            str(NUM_KV_BLOCKS),
+            "--max-model-len",
+            "512",
+            "--log-level",
+            "warning",
+            "--served-model-name",
+            "tiny",
         ]
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         replicas.append((f"http://127.0.0.1:{port}", process))
@@ -111,7 +129,7 @@ async def complete(
     """The gateway's request path in miniature: route, send, release; retry once elsewhere before the first byte."""
     request = route_request(model, token_ids, max_tokens)
     exclude: frozenset[str] = frozenset()
-    for attempt in range(2):
+    for _attempt in range(2):
         route = router.route(request, exclude)
         body = {"model": model, "prompt": token_ids, "max_tokens": max_tokens, "ignore_eos": True}
         try:

@@ -1,4 +1,5 @@
-"""The hashes a request is matched by: DESIGN.md's chain per block size, or character blocks without token ids."""
+"""The hashes a request is matched by: docs/architecture.md's chain per block size, or character blocks without
+token ids."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ def test_without_token_ids_text_is_hashed_in_character_blocks_of_its_own_space()
     salted = RequestHashes(RouteRequest("m", None, text, 1, cache_salt="t"), 16, 64).history_hashes()
     assert salted[0] != chars[0]
     short = RequestHashes(RouteRequest("m", None, "hi", 1), 16, 64)
-    assert short.history_hashes() == [] and short.fallback_key() != RequestHashes(
-        RouteRequest("m", None, "ho", 1), 16, 64
-    ).fallback_key()
+    assert (
+        short.history_hashes() == []
+        and short.fallback_key() != RequestHashes(RouteRequest("m", None, "ho", 1), 16, 64).fallback_key()
+    )

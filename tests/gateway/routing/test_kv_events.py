@@ -1,4 +1,4 @@
-"""The KV events subscriber against a real SSE server on loopback speaking DESIGN.md's format."""
+"""The KV events subscriber against a real SSE server on loopback speaking docs/architecture.md's format."""
 
 from __future__ import annotations
 
@@ -8,7 +8,13 @@ import httpx
 import pytest
 
 from gateway.routing import kv_events
-from gateway.routing.kv_events import FeedResync, FeedState, KvEvent, KvEventsSubscriber, parse_event
+from gateway.routing.kv_events import (
+    FeedResync,
+    FeedState,
+    KvEvent,
+    KvEventsSubscriber,
+    parse_event,
+)
 from gateway.routing.prefix_index import PreciseIndex
 from tests.gateway.routing.conftest import wait_until
 
@@ -22,8 +28,13 @@ class Feed:
         self.resyncs: list[str] = []
         self.client = httpx.AsyncClient()
         self.subscriber = KvEventsSubscriber(
-            "r0", url, self.index, self.client, backoff_s=0.05,
-            on_connected=self._set_connected, on_resync=self.resyncs.append,
+            "r0",
+            url,
+            self.index,
+            self.client,
+            backoff_s=0.05,
+            on_connected=self._set_connected,
+            on_resync=self.resyncs.append,
         )
         self.task = asyncio.create_task(self.subscriber.run())
 

@@ -7,6 +7,7 @@ from collections import Counter
 from gateway.routing.policies import (
     Candidate,
     ConsistentHashPolicy,
+    ExpectedTtftPolicy,
     LeastLoadedPolicy,
     PolicyRequest,
     PrefixAffinityPolicy,
@@ -111,3 +112,18 @@ def test_prefix_affinity_spreads_new_prefixes_over_an_idle_pool():
     policy = PrefixAffinityPolicy()
     picks = Counter(policy.choose(REQUEST, pool(0, 0, 0, 0)).index for _ in range(8))
     assert set(picks.values()) == {2}
+
+
+def test_expected_ttft_trades_a_cache_hit_against_the_prefill_queued_ahead():
+    policy = ExpectedTtftPolicy(hit_weight=0.0)
+    request = PolicyRequest(prompt_tokens=1000, max_tokens=16, block_hashes=list(range(63)), block_size=16)
+
+    def pool_with(queued: tuple[int, int], matched: tuple[int, int]) -> list[Candidate]:
+        loads = [ReplicaLoad(queued_prefill_tokens=q) for q in queued]
+        return [Candidate(f"r{i}", load, m) for i, (load, m) in enumerate(zip(loads, matched))]
+
+    # r0 holds 800 tokens of the prompt: worth up to 800 tokens of extra queue, no more.
+    assert policy.choose(request, pool_with((700, 0), (50, 0))).index == 0
+    assert policy.choose(request, pool_with((900, 0), (50, 0))).index == 1
+    # The hit weight values the hit beyond this request's own prefill.
+    assert ExpectedTtftPolicy(hit_weight=1.0).choose(request, pool_with((1500, 0), (50, 0))).index == 0

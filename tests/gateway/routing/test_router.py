@@ -49,9 +49,7 @@ def make_router(replicas, registry=None, **routing) -> PrefixRouter:
 
 async def started(router: PrefixRouter, replicas) -> PrefixRouter:
     await router.start()
-    await wait_until(
-        lambda: all(info.kv_feed_connected for info in router.replicas("m")), what="every feed connected"
-    )
+    await wait_until(lambda: all(info.kv_feed_connected for info in router.replicas("m")), what="every feed connected")
     return router
 
 
@@ -71,14 +69,18 @@ async def test_requests_follow_the_blocks_a_replica_reports(fake_replicas):
         route = router.route(request(tokens))
         assert (route.replica, route.matched_prefix_tokens) == ("r2", 16)
         router.release(route, OK)
-        assert registry.get_sample_value(
-            "sluicegate_routing_decisions_total",
-            {"model": "m", "replica": "r2", "policy": "prefix_affinity", "reason": "prefix"},
-        ) == 2
+        assert (
+            registry.get_sample_value(
+                "sluicegate_routing_decisions_total",
+                {"model": "m", "replica": "r2", "policy": "prefix_affinity", "reason": "prefix"},
+            )
+            == 2
+        )
         assert registry.get_sample_value("sluicegate_routing_prompt_tokens_total", {"model": "m"}) == 128
-        assert registry.get_sample_value(
-            "sluicegate_routing_matched_prefix_tokens_total", {"model": "m", "replica": "r2"}
-        ) == 64
+        assert (
+            registry.get_sample_value("sluicegate_routing_matched_prefix_tokens_total", {"model": "m", "replica": "r2"})
+            == 64
+        )
     finally:
         await router.close()
 
@@ -277,3 +279,26 @@ async def test_replicas_without_a_feed_use_routing_history_and_character_hashes(
     assert router.route(request(tokens)).replica == token_route.replica
     with pytest.raises(NoHealthyReplicaError):
         router.route(RouteRequest(model="unknown", prompt_token_ids=None, prompt_text="x", max_tokens=1))
+
+
+async def test_expected_ttft_counts_a_prompt_as_queued_until_its_first_token():
+    router = build_router(
+        {
+            "m": {
+                "replicas": [{"name": f"r{i}", "url": f"http://127.0.0.1:{i + 1}"} for i in range(2)],
+                "routing": {"policy": "expected_ttft", "kv_events": False},
+            }
+        }
+    )  # never started: no probes
+
+    def queued(name: str) -> int:
+        return router._models["m"].replicas[name].load.queued_prefill_tokens
+
+    long = router.route(request(prompt(1, 640)))
+    short = router.route(request(prompt(2, 64)))
+    assert short.replica != long.replica  # the long prompt's prefill queues ahead on its replica
+    router.first_token(long)
+    assert queued(long.replica) == 0
+    assert router.route(request(prompt(3, 64))).replica == long.replica  # its prefill is done: it is the lighter
+    router.release(long, OK)
+    assert queued(long.replica) == 64 and queued(short.replica) == 64

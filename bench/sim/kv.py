@@ -1,0 +1,87 @@
+"""One replica's KV memory, shared by running requests and the prefix cache, in trace blocks (512 tokens).
+
+A prompt block is resident once a request's prefill has computed it (`publish`); from then on later requests match
+it. While a request runs, its blocks are referenced and cannot be evicted; when it ends they stay cached,
+unreferenced, in LRU order, until space is needed (`make_room`). Blocks a prefill is still computing are allocated
+(`pending_blocks`) but not matchable: a second request with the same prefix that arrives meanwhile computes it again,
+as in the engine. Decode tokens are private to their request and freed when it ends.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+
+BLOCK_TOKENS = 512
+
+
+class ReplicaKv:
+    def __init__(self, capacity_tokens: int) -> None:
+        self.capacity_tokens = capacity_tokens
+        self.refs: dict[int, int] = {}
+        """Resident block id -> running requests that use it (0: cached only, and in `lru`)."""
+        self.lru: OrderedDict[int, None] = OrderedDict()
+        """Unreferenced resident blocks, least recently used first: the evictable ones."""
+        self.pending_blocks = 0
+        self.decode_tokens = 0
+
+    def used_tokens(self) -> int:
+        return BLOCK_TOKENS * (len(self.refs) + self.pending_blocks) + self.decode_tokens
+
+    def reclaimable_tokens(self) -> int:
+        """Free plus evictable: what running requests may still grow into."""
+        return self.capacity_tokens - self.used_tokens() + BLOCK_TOKENS * len(self.lru)
+
+    def matched_blocks(self, hashes: Sequence[int]) -> int:
+        depth = 0
+        refs = self.refs
+        for block_id in hashes:
+            if block_id not in refs:
+                break
+            depth += 1
+        return depth
+
+    def make_room(self, tokens: int) -> bool:
+        """Evict LRU blocks until `tokens` fit; False (nothing evicted beyond need) when they cannot."""
+        if self.reclaimable_tokens() < tokens:
+            return False
+        while self.capacity_tokens - self.used_tokens() < tokens:
+            block_id, _ = self.lru.popitem(last=False)
+            del self.refs[block_id]
+        return True
+
+    def acquire(self, hashes: Sequence[int], matched: int, headroom_tokens: int = 0) -> bool:
+        """Reference the matched prefix and allocate the rest for the prefill, leaving `headroom_tokens` free;
+        False (nothing changed) when it does not fit."""
+        new_blocks = len(hashes) - matched
+        for block_id in hashes[:matched]:  # referenced first, so make_room cannot evict our own prefix
+            self._ref(block_id)
+        if not self.make_room(BLOCK_TOKENS * new_blocks + headroom_tokens):
+            self.release(hashes[:matched])
+            return False
+        self.pending_blocks += new_blocks
+        return True
+
+    def publish(self, hashes: Sequence[int], matched: int) -> None:
+        """The prefill finished: its blocks become resident and matchable (a duplicate computed meanwhile is freed)."""
+        self.pending_blocks -= len(hashes) - matched
+        for block_id in hashes[matched:]:
+            self._ref(block_id)
+
+    def abort_prefill(self, hashes: Sequence[int], matched: int) -> None:
+        self.pending_blocks -= len(hashes) - matched
+        self.release(hashes[:matched])
+
+    def release(self, hashes: Sequence[int]) -> None:
+        # Deepest first, so the shared root is the most recent: leaves are evicted before the prefixes they extend.
+        for block_id in reversed(hashes):
+            count = self.refs[block_id] - 1
+            self.refs[block_id] = count
+            if count == 0:
+                self.lru[block_id] = None
+
+    def _ref(self, block_id: int) -> None:
+        count = self.refs.get(block_id, 0)
+        if count == 0:
+            self.lru.pop(block_id, None)
+        self.refs[block_id] = count + 1
