@@ -2,52 +2,37 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, ValidationError
 
 from guardrails.errors import GuardrailConfigError
+from sluicegate.schema import Path, Schema, explain
 
-PII_ENGINES = ("fast", "presidio")
 
-
-@dataclass(frozen=True)
-class GuardrailsConfig:
-    pii_engine: str = "fast"
+class GuardrailsConfig(Schema):
+    pii_engine: Literal["fast", "presidio"] = "fast"
     """fast: Presidio's recognizers called directly, each only when a cheap trigger (a digit, an `@`, a key prefix)
     is present, phonenumbers only on digit runs, context words scored by Presidio's enhancer only when a score is
     below its threshold. presidio: the full `AnalyzerEngine.analyze` on every text (slower, same recognizers)."""
-    spacy_model_path: str | None = None
-    """A local spaCy pipeline folder with NER (e.g. an unpacked en_core_web_sm); enables PERSON, LOCATION,
-    ORGANIZATION and NRP. None: a blank English pipeline, nothing downloaded."""
-    injection_model_path: str | None = None
+    spacy_model_path: Path | None = None
+    """A local spaCy pipeline folder with NER (e.g. an unpacked en_core_web_sm); enables NRP, and adds its PERSON,
+    LOCATION and ORGANIZATION to the shipped tagger's (guardrails/ner/). None: a blank English pipeline, nothing
+    downloaded."""
+    injection_model_path: Path | None = None
     """A local transformers sequence-classification folder; its injection probability is combined with the rules."""
-    injection_model_label: int = 1
+    injection_model_label: Annotated[int, Field(ge=0)] = 1
     """Index of the classifier's `injection` label."""
-    injection_model_max_tokens: int = 256
+    injection_model_max_tokens: Annotated[int, Field(ge=8)] = 256
     """Prompt tokens the classifier reads (the head of the prompt; rules read all of it)."""
-    stream_context_chars: int = 48
+    stream_context_chars: Annotated[int, Field(ge=0)] = 48
     """Already-emitted characters kept as left context when scanning a stream (context words like `ssn`)."""
-    stream_max_holdback_chars: int = 96
+    stream_max_holdback_chars: Annotated[int, Field(ge=32)] = 96
     """Most characters a StreamRedactor withholds; a longer unbroken run is scanned and released."""
-
-    def __post_init__(self) -> None:
-        if self.pii_engine not in PII_ENGINES:
-            raise GuardrailConfigError(f"pii_engine={self.pii_engine!r} is not one of {list(PII_ENGINES)}")
-        for name in ("spacy_model_path", "injection_model_path"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, str) or not value):
-                raise GuardrailConfigError(f"{name}={value!r} must be a folder path or null")
-        for name, low in (("injection_model_label", 0), ("injection_model_max_tokens", 8),
-                          ("stream_context_chars", 0), ("stream_max_holdback_chars", 32)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise GuardrailConfigError(f"{name}={value!r} must be an integer >= {low}")
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any] | None) -> GuardrailsConfig:
-        raw = raw or {}
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise GuardrailConfigError(f"unknown guardrails config key(s) {unknown}; known keys: {sorted(known)}")
-        return cls(**raw)
+        try:
+            return cls.model_validate(raw or {})
+        except ValidationError as exc:
+            raise GuardrailConfigError(explain(exc)) from None

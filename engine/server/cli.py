@@ -1,6 +1,7 @@
 """`sluicegate engine --model DIR [--port 8100] [--max-num-seqs N] ...`: one replica under uvicorn.
 
-Every EngineConfig and ServerConfig field is a flag (`max_num_seqs` -> `--max-num-seqs`, booleans get `--no-...`);
+Every EngineConfig and ServerConfig field is a flag (`max_num_seqs` -> `--max-num-seqs`, booleans get `--no-...`,
+tuples take several values: `--cuda-graph-sizes 1 2 4`), its help the field's docstring;
 `--config FILE` reads a YAML file with `engine:` and `server:` sections (config/engine.yaml), and flags override it.
 
 Exit status: 0 after a clean shutdown (SIGTERM/SIGINT drain), 1 when the engine loop crashed, 2 for bad settings.
@@ -8,27 +9,36 @@ Exit status: 0 after a clean shutdown (SIGTERM/SIGINT drain), 1 when the engine 
 
 from __future__ import annotations
 
+import os
+
+# Read by the OpenMP runtime when torch loads (engine.llm_engine, imported in main): idle pool threads sleep rather
+# than spin, so a replica between ops does not take the core a neighbour (the other replica, the gateway) is
+# working on. The environment's own setting wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import argparse
-import ast
 import asyncio
 import concurrent.futures
 import contextlib
-import dataclasses
-import inspect
 import logging
 import signal
 import socket
 import sys
-import textwrap
 import threading
+import types
+import typing
 
 import uvicorn
+from pydantic import ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
 
 from engine.config import EngineConfig
 from engine.server.app import create_app
 from engine.server.config import ServerConfig
 from engine.server.errors import OverloadedError
 from sluicegate import tracing
+from sluicegate.schema import explain
 
 logger = logging.getLogger(__name__)
 
@@ -126,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         engine_config, server_config = build_configs(args)
     except (ValueError, TypeError, OSError) as exc:
-        print(f"sluicegate engine: {exc}", file=sys.stderr)
+        print(f"sluicegate engine: {explain(exc) if isinstance(exc, ValidationError) else exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=server_config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from engine.llm_engine import LLMEngine
@@ -152,43 +162,49 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", help="YAML file with engine: and server: sections")
     for cls in (EngineConfig, ServerConfig):
         group = parser.add_argument_group(cls.__name__)
-        docs = _field_docs(cls)
-        for f in dataclasses.fields(cls):
-            _add_flag(group, f, docs.get(f.name, ""))
+        for name, info in cls.model_fields.items():
+            _add_flag(group, name, info)
     return parser
 
 
-def _add_flag(group, f: dataclasses.Field, help_text: str) -> None:
-    flag = "--" + f.name.replace("_", "-")
-    kind = str(f.type).split("|")[0].strip()  # "int | None" -> "int"
-    if f.default is not dataclasses.MISSING:
-        help_text = f"{help_text} (default: {f.default})".strip()
-    if kind == "bool":
-        group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
-    elif kind == "int":
-        group.add_argument(flag, dest=f.name, type=int, default=None, metavar="N", help=help_text)
-    elif kind == "float":
-        group.add_argument(flag, dest=f.name, type=float, default=None, metavar="X", help=help_text)
+def _add_flag(group, name: str, info: FieldInfo) -> None:
+    flag = "--" + name.replace("_", "-")
+    help_text = " ".join((info.description or "").split()).replace("%", "%%")  # the field's docstring
+    if info.default is not PydanticUndefined:
+        help_text = f"{help_text} (default: {info.default})".strip()
+    kind, many = _flag_type(info.annotation)
+    if kind is bool:
+        group.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+    elif kind in (int, float):
+        group.add_argument(
+            flag,
+            dest=name,
+            type=kind,
+            nargs="+" if many else None,
+            default=None,
+            metavar="N" if kind is int else "X",
+            help=help_text,
+        )
     else:
-        group.add_argument(flag, dest=f.name, default=None, help=help_text)
+        group.add_argument(flag, dest=name, default=None, help=help_text)
 
 
-def _field_docs(cls) -> dict[str, str]:
-    """The docstring under each field of a config dataclass: the one place its meaning is written."""
-    docs, previous = {}, None
-    for node in ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body:
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            previous = node.target.id
-        elif previous and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
-            docs[previous] = " ".join(str(node.value.value).split()).replace("%", "%%")
-            previous = None
-        else:
-            previous = None
-    return docs
+def _flag_type(annotation) -> tuple[type, bool]:
+    """(the scalar a flag parses, whether it takes several): `Annotated[int, ...] | None` -> (int, False),
+    `tuple[int, ...]` -> (int, True); Literal choices and paths stay str."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _flag_type(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return _flag_type(next(arg for arg in args if arg is not type(None)))
+    if origin is tuple:
+        return _flag_type(args[0])[0], True
+    return (annotation if annotation in (bool, int, float) else str), False
 
 
 def _given(args: argparse.Namespace, cls) -> dict:
-    return {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if getattr(args, f.name) is not None}
+    given = {name: getattr(args, name) for name in cls.model_fields if getattr(args, name) is not None}
+    return {name: tuple(value) if isinstance(value, list) else value for name, value in given.items()}
 
 
 def _read_yaml(path: str) -> dict:

@@ -1,0 +1,204 @@
+"""The JSON bodies of the OpenAI endpoints as pydantic schemas, and pydantic's complaints as OpenAI's 400s.
+
+Every field a client may send is in one of four sets: supported (validated and used); accepted only at its default
+value (e.g. `echo: false`; any other value is a 400 naming it, never silently ignored); accepted and ignored (`store`,
+`metadata`, `service_tier`: OpenAI's SDKs send them and they change no token); or unknown (a 400 naming it, as OpenAI
+answers "Unrecognized request argument"). Types are strict, as in JSON: `"5"` is not 5 and `true` is not 1.
+
+The bodies are TypedDicts, not models: validation returns the client's dict with only the keys it sent, which costs
+half of building a 40-field model per request. A top-level null means "not given" (OpenAI's clients send them):
+protocol.py drops those keys before validation, so the types here are the values' own. Ranges the engine owns
+(temperature, top_p...) SamplingParams checks; rules across fields (best_of == n, stream_options needs stream)
+protocol.py checks.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, NotRequired, Required, TypeVar
+
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError, with_config
+from pydantic_core import PydanticCustomError
+from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12
+
+from engine.sampling_params import MAX_LOGPROBS
+from engine.server.errors import InvalidRequestError
+
+MAX_N = 128
+MAX_PROMPTS = 256
+MAX_STOP_STRINGS = 64
+MAX_STOP_CHARS = 4096  # each stop string; the streamed hold-back is at most this long
+MAX_STOP_TOKEN_IDS = 1024  # every generated token is checked against them
+SEED_MIN, SEED_MAX = -(1 << 63), (1 << 63) - 1  # choice i samples with seed + i: stay inside torch's range
+
+UNSUPPORTED = "unsupported"  # error type (and OpenAI error code) of a known field at a value this server cannot honour
+
+
+def _default_only(*defaults: Any) -> AfterValidator:
+    def check(value: Any) -> Any:
+        # `type is` too: Python has 0 == False and -0.0 == False, so `echo: 0` would pass a plain `==`.
+        if value is None or any(type(value) is type(d) and value == d for d in defaults):
+            return value
+        raise PydanticCustomError(UNSUPPORTED, "not supported by this server")
+
+    return AfterValidator(check)
+
+
+def _as_list(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
+# Any length constraint makes pydantic-core read the string as UTF-8, so JSON's "\ud800" (a lone surrogate, which no
+# tokenizer can take) fails as `string_unicode` inside the validator, with no Python call per string.
+Text = Annotated[str, Field(min_length=0)]
+TokenIds = Annotated[list[int], Field(min_length=1)]  # range-checked against the vocabulary later (token_ids)
+Prompt = Text | Annotated[list[Text], Field(min_length=1)] | TokenIds | Annotated[list[TokenIds], Field(min_length=1)]
+StopString = Annotated[Text, Field(max_length=MAX_STOP_CHARS)]
+Stop = Annotated[list[StopString], Field(max_length=MAX_STOP_STRINGS), BeforeValidator(_as_list)]
+StopTokenIds = Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=MAX_STOP_TOKEN_IDS)]
+Logprobs = Annotated[int, Field(ge=0, le=MAX_LOGPROBS)]
+MaxTokens = Annotated[int, Field(ge=1)]
+ChoiceCount = Annotated[int, Field(ge=1, le=MAX_N)]
+
+_STRICT = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
+
+
+@with_config(ConfigDict(strict=True, extra="ignore"))  # other keys of a part (e.g. cache_control) change nothing
+class TextPart(TypedDict):
+    type: Literal["text"]
+    text: Text
+
+
+@with_config(_STRICT)
+class Message(TypedDict):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: NotRequired[Text | Annotated[list[TextPart], Field(min_length=1)] | None]
+    """Absent or null only for an assistant turn that called tools (protocol.py checks)."""
+    name: NotRequired[Text | None]
+
+
+Messages = Annotated[list[Message], Field(min_length=1)]
+
+
+@with_config(_STRICT)
+class StreamOptions(TypedDict, total=False):
+    include_usage: bool | None
+
+
+@with_config(_STRICT)
+class GenerateBody(TypedDict, total=False):
+    """Fields both generation endpoints take."""
+
+    model: Text
+    n: ChoiceCount
+    stop: Stop
+    seed: Annotated[int, Field(ge=SEED_MIN, le=SEED_MAX)]
+    temperature: float
+    top_p: float
+    max_tokens: MaxTokens
+    presence_penalty: float
+    frequency_penalty: float
+    stream: bool
+    stream_options: StreamOptions
+    user: Text
+    top_k: Annotated[int, Field(ge=-1)]
+    min_p: float
+    ignore_eos: bool
+    min_tokens: Annotated[int, Field(ge=0)]
+    stop_token_ids: StopTokenIds
+    cache_salt: Text
+    # Accepted only when absent or at a value that changes nothing.
+    echo: Annotated[Any, _default_only(False)]
+    suffix: Annotated[Any, _default_only("")]
+    logit_bias: Annotated[Any, _default_only({})]
+    tools: Annotated[Any, _default_only([])]
+    tool_choice: Annotated[Any, _default_only("none", "auto")]
+    functions: Annotated[Any, _default_only([])]
+    function_call: Annotated[Any, _default_only("none", "auto")]
+    parallel_tool_calls: Annotated[Any, _default_only(True, False)]
+    response_format: Annotated[Any, _default_only({"type": "text"})]
+    # Accepted and ignored: bookkeeping for OpenAI's platform, nothing that changes the generated tokens.
+    store: Any
+    metadata: Any
+    service_tier: Any
+
+
+@with_config(_STRICT)
+class CompletionBody(GenerateBody, total=False):
+    prompt: Required[Prompt]
+    logprobs: Logprobs
+    best_of: ChoiceCount
+
+
+@with_config(_STRICT)
+class ChatBody(GenerateBody, total=False):
+    messages: Required[Messages]
+    logprobs: bool
+    top_logprobs: Logprobs
+    max_completion_tokens: MaxTokens
+
+
+@with_config(_STRICT)
+class TokenizeBody(TypedDict, total=False):
+    model: Text
+    prompt: Text
+    messages: Messages
+    add_special_tokens: bool
+    add_generation_prompt: bool
+
+
+@with_config(_STRICT)
+class DetokenizeBody(TypedDict, total=False):
+    model: Text
+    tokens: Required[list[int]]
+
+
+Body = TypeVar("Body", CompletionBody, ChatBody, TokenizeBody, DetokenizeBody)
+_ADAPTERS: dict[type, TypeAdapter] = {
+    body: TypeAdapter(body) for body in (CompletionBody, ChatBody, TokenizeBody, DetokenizeBody)
+}
+# A union's failure is one message naming every accepted form (pydantic reports one complaint per member).
+_UNION_EXPECTED = {
+    "prompt": "Input should be a string, an array of strings, an array of token ids, or an array of token-id arrays, "
+              "and not empty",
+    "content": "Input should be a string or a non-empty array of text parts (only text content is supported)",
+}  # fmt: skip
+
+
+def validate(body_type: type[Body], body: dict) -> Body:
+    try:
+        return _ADAPTERS[body_type].validate_python(body)
+    except ValidationError as exc:
+        raise invalid_request(exc.errors(include_url=False)) from None
+
+
+def invalid_request(errors: list[Any]) -> InvalidRequestError:
+    """pydantic's first complaint as OpenAI's error object: a 400 whose `param` names the field."""
+    loc, kind = errors[0]["loc"], errors[0]["type"]
+    param = _param(loc)
+    if kind == "extra_forbidden":
+        if len(loc) == 1:
+            return InvalidRequestError(f"Unrecognized request argument supplied: {param}", param=param)
+        return InvalidRequestError(f"'{param}' is not supported.", param=param)
+    if kind == "missing":
+        return InvalidRequestError(f"Missing required parameter: '{param}'.", param=param)
+    if kind == UNSUPPORTED:
+        return InvalidRequestError(f"'{param}' is not supported by this server.", param=param, code=UNSUPPORTED)
+    same_param = [e for e in errors if _param(e["loc"]) == param]
+    field = param.rsplit(".", 1)[-1]
+    if any(e["type"] == "string_unicode" for e in same_param):
+        message = "not valid UTF-8 (lone surrogate)"
+    elif len(same_param) > 1 and field in _UNION_EXPECTED:
+        message = _UNION_EXPECTED[field]
+    else:
+        message = errors[0]["msg"]
+    return InvalidRequestError(f"Invalid value for '{param}': {message}.", param=param)
+
+
+def _param(loc: tuple[int | str, ...]) -> str:
+    """The parameter a client wrote: a top-level field, `stream_options.<field>` or `messages[i].<field>`; deeper
+    parts of `loc` (list indexes, pydantic's names for union members) are not the client's."""
+    if loc[0] == "messages" and len(loc) > 1:
+        return f"messages[{loc[1]}]" + (f".{loc[2]}" if len(loc) > 2 else "")
+    if loc[0] == "stream_options" and len(loc) > 1:
+        return f"stream_options.{loc[1]}"
+    return str(loc[0])
