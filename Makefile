@@ -10,7 +10,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# CPU torch first, so nothing later pulls a multi-GB CUDA build.
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e ".[dev]"
+	# Every role (gateway, engine, dev tools) in one venv; a gateway-only host needs just `pip install .` (no torch).
+	$(PY) -m pip install -q -e ".[engine,dev]"
 	touch $@
 
 install: $(VENV)/.installed

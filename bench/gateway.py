@@ -29,8 +29,12 @@ import tempfile
 import time
 from pathlib import Path
 
-PROMPT_WORDS = ("the quick brown fox jumps over the lazy dog while a careful engineer measures latency and "
-                "throughput of the gateway under a steady load of small chat requests").split()
+from sluicegate.sse import encode_event
+
+PROMPT_WORDS = (
+    "the quick brown fox jumps over the lazy dog while a careful engineer measures latency and "
+    "throughput of the gateway under a steady load of small chat requests"
+).split()
 LITELLM_VENV = Path(".sluicegate/bench/litellm-venv")
 API_KEY = "sk-sg-bench-key"
 MASTER_KEY = "sk-litellm-bench"
@@ -40,18 +44,48 @@ MASTER_KEY = "sk-litellm-bench"
 def _canned(stream: bool, num_chunks: int) -> bytes:
     usage = {"prompt_tokens": 40, "completion_tokens": num_chunks, "total_tokens": 40 + num_chunks}
     if not stream:
-        body = json.dumps({"id": "c", "object": "chat.completion", "created": 0, "model": "bench", "usage": usage,
-                           "choices": [{"index": 0, "finish_reason": "stop",
-                                        "message": {"role": "assistant", "content": "ok " * num_chunks}}]}).encode()
+        body = json.dumps(
+            {
+                "id": "c",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "bench",
+                "usage": usage,
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": "ok " * num_chunks},
+                    }
+                ],
+            }
+        ).encode()
         return (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body)) + body
     events = []
     for _ in range(num_chunks):
-        chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "bench",
-                 "choices": [{"index": 0, "delta": {"content": "ok "}, "finish_reason": None}]}
-        events.append(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-    events.append(b"data: " + json.dumps({"id": "c", "object": "chat.completion.chunk", "created": 0,
-                                          "model": "bench", "choices": [], "usage": usage}).encode() + b"\n\n")
-    events.append(b"data: [DONE]\n\n")
+        chunk = {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "bench",
+            "choices": [{"index": 0, "delta": {"content": "ok "}, "finish_reason": None}],
+        }
+        events.append(encode_event(json.dumps(chunk)))
+    events.append(
+        encode_event(
+            json.dumps(
+                {
+                    "id": "c",
+                    "object": "chat.completion.chunk",
+                    "created": 0,
+                    "model": "bench",
+                    "choices": [],
+                    "usage": usage,
+                }
+            )
+        )
+    )
+    events.append(encode_event("[DONE]"))
     chunked = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events) + b"0\r\n\r\n"
     return b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n" + chunked
 
@@ -73,15 +107,17 @@ class _UpstreamProtocol(asyncio.Protocol):
             length = 0
             at = head.find(b"content-length:")
             if at >= 0:
-                length = int(head[at + 15:].split(b"\r\n", 1)[0])
+                length = int(head[at + 15 :].split(b"\r\n", 1)[0])
             if len(self.buf) < end + 4 + length:
                 return
-            body = self.buf[end + 4:end + 4 + length]
-            self.buf = self.buf[end + 4 + length:]
+            body = self.buf[end + 4 : end + 4 + length]
+            self.buf = self.buf[end + 4 + length :]
             if head.startswith(b"get"):
                 payload = b'{"object":"list","data":[{"id":"bench","object":"model"}]}'
-                self.transport.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d"
-                                     b"\r\n\r\n%s" % (len(payload), payload))
+                self.transport.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d"
+                    b"\r\n\r\n%s" % (len(payload), payload)
+                )
             elif b'"stream": true' in body or b'"stream":true' in body:
                 self.transport.write(self.sse)
             else:
@@ -112,13 +148,16 @@ def _serve_bare(port: int, upstream: str) -> None:
         if "s" not in session:
             session["s"] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1024))
         body = await request.body()
-        resp = await session["s"].post(upstream + "/v1/chat/completions", data=body,
-                                       headers={"content-type": "application/json"})
+        resp = await session["s"].post(
+            upstream + "/v1/chat/completions", data=body, headers={"content-type": "application/json"}
+        )
         if resp.content_type == "text/event-stream":
+
             async def relay():
                 async for chunk in resp.content.iter_any():
                     yield chunk
                 resp.release()
+
             return StreamingResponse(relay(), media_type="text/event-stream")
         data = await resp.read()
         return Response(data, media_type="application/json")
@@ -130,9 +169,17 @@ def _serve_bare(port: int, upstream: str) -> None:
 # ---- load generation ----------------------------------------------------------------------------------------
 def _body(i: int, stream: bool) -> bytes:
     words = [PROMPT_WORDS[(i + j) % len(PROMPT_WORDS)] for j in range(24)]
-    return json.dumps({"model": "bench", "max_tokens": 16, "stream": stream, "messages": [
-        {"role": "system", "content": "You are a helpful assistant."},
-        {"role": "user", "content": f"request {i}: " + " ".join(words)}]}).encode()
+    return json.dumps(
+        {
+            "model": "bench",
+            "max_tokens": 16,
+            "stream": stream,
+            "messages": [
+                {"role": "system", "content": "You are a helpful assistant."},
+                {"role": "user", "content": f"request {i}: " + " ".join(words)},
+            ],
+        }
+    ).encode()
 
 
 async def _one(session, url: str, headers: dict, i: int, stream: bool) -> float:
@@ -156,6 +203,7 @@ async def _saturate(url: str, headers: dict, stream: bool, seconds: float, conne
     done, errors = 0, 0
     stop = time.perf_counter() + seconds
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=connections)) as session:
+
         async def worker(w: int):
             nonlocal done, errors
             i = w * 1_000_000
@@ -166,6 +214,7 @@ async def _saturate(url: str, headers: dict, stream: bool, seconds: float, conne
                     done += 1
                 except Exception:  # noqa: BLE001 - counted, reported
                     errors += 1
+
         await asyncio.gather(*(worker(w) for w in range(connections)))
     return done, errors
 
@@ -293,11 +342,15 @@ def _latency(columns: list[tuple[dict, str, dict]], args) -> None:
     streamed = asyncio.run(_interleaved(targets, True, rate, args.count))
     floor = (_pct(plain[0], 50), _pct(plain[0], 99), _pct(streamed[0], 50))
     for (result, _, _), lat, first in zip(columns, plain, streamed):
-        result.update({
-            "latency_rate": rate,
-            "p50_ms": _pct(lat, 50), "p99_ms": _pct(lat, 99),
-            "ttfc_p50_ms": _pct(first, 50), "ttfc_p99_ms": _pct(first, 99),
-        })
+        result.update(
+            {
+                "latency_rate": rate,
+                "p50_ms": _pct(lat, 50),
+                "p99_ms": _pct(lat, 99),
+                "ttfc_p50_ms": _pct(first, 50),
+                "ttfc_p99_ms": _pct(first, 99),
+            }
+        )
         result["added_p50_ms"] = result["p50_ms"] - floor[0]
         result["added_p99_ms"] = result["p99_ms"] - floor[1]
         result["added_ttfc_ms"] = result["ttfc_p50_ms"] - floor[2]
@@ -315,29 +368,54 @@ def _gateway_config(tmp: Path, upstream: str, redis_url: str, tokenizer: str, ov
     import yaml
 
     tenants = tmp / "tenants.yaml"
-    tenants.write_text(yaml.safe_dump({"tenants": [{
-        "id": "bench", "rpm": 10_000_000, "input_tpm": 10**10, "output_tpm": 10**10, "max_concurrent": 100_000,
-        "keys": [{"name": "bench", "key": API_KEY}]}]}))
+    tenants.write_text(
+        yaml.safe_dump(
+            {
+                "tenants": [
+                    {
+                        "id": "bench",
+                        "rpm": 10_000_000,
+                        "input_tpm": 10**10,
+                        "output_tpm": 10**10,
+                        "max_concurrent": 100_000,
+                        "keys": [{"name": "bench", "key": API_KEY}],
+                    }
+                ]
+            }
+        )
+    )
     config = tmp / "gateway.yaml"
-    config.write_text(yaml.safe_dump({
-        "tenants_seed": str(tenants),
-        "redis": {"url": redis_url, "key_prefix": "sgbench:", "socket_timeout_s": 0.5},
-        "models": {"bench": {"tokenizer": tokenizer, "replicas": [upstream]}},
-        "admission_overlap": overlap,
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "tenants_seed": str(tenants),
+                "redis": {"url": redis_url, "key_prefix": "sgbench:", "socket_timeout_s": 0.5},
+                "models": {"bench": {"tokenizer": tokenizer, "replicas": [upstream]}},
+                "admission_overlap": overlap,
+            }
+        )
+    )
     return config
 
 
 def _install_litellm(log: Path) -> Path | None:
     python = LITELLM_VENV / "bin" / "python"
-    if python.exists() and subprocess.run([str(python), "-c", "import litellm.proxy.proxy_server"],
-                                          capture_output=True).returncode == 0:
+    if (
+        python.exists()
+        and subprocess.run([str(python), "-c", "import litellm.proxy.proxy_server"], capture_output=True).returncode
+        == 0
+    ):
         return python
     try:
         subprocess.run([sys.executable, "-m", "venv", str(LITELLM_VENV)], check=True, capture_output=True)
         with open(log, "wb") as out:
-            subprocess.run([str(python), "-m", "pip", "install", "-q", "litellm[proxy]", "redis"], check=True,
-                           stdout=out, stderr=subprocess.STDOUT, timeout=900)
+            subprocess.run(
+                [str(python), "-m", "pip", "install", "-q", "litellm[proxy]", "redis"],
+                check=True,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=900,
+            )
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError):
         return None
     return python
@@ -347,27 +425,50 @@ def _litellm_config(tmp: Path, upstream: str, redis_port: int) -> Path:
     import yaml
 
     config = tmp / "litellm.yaml"
-    config.write_text(yaml.safe_dump({
-        "model_list": [{"model_name": "bench", "litellm_params": {
-            "model": "openai/bench", "api_base": upstream + "/v1", "api_key": "none", "rpm": 10_000_000,
-            "tpm": 10**10}}],
-        "router_settings": {"routing_strategy": "usage-based-routing-v2", "redis_host": "127.0.0.1",
-                            "redis_port": redis_port, "enable_pre_call_checks": True},
-        "general_settings": {"master_key": MASTER_KEY},
-        "litellm_settings": {"drop_params": True, "set_verbose": False},
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "model_list": [
+                    {
+                        "model_name": "bench",
+                        "litellm_params": {
+                            "model": "openai/bench",
+                            "api_base": upstream + "/v1",
+                            "api_key": "none",
+                            "rpm": 10_000_000,
+                            "tpm": 10**10,
+                        },
+                    }
+                ],
+                "router_settings": {
+                    "routing_strategy": "usage-based-routing-v2",
+                    "redis_host": "127.0.0.1",
+                    "redis_port": redis_port,
+                    "enable_pre_call_checks": True,
+                },
+                "general_settings": {"master_key": MASTER_KEY},
+                "litellm_settings": {"drop_params": True, "set_verbose": False},
+            }
+        )
+    )
     return config
 
 
 def _table(results: list[dict]) -> str:
-    rows = [("RPS at saturation", "rps", "{:.0f}"), ("streams/s at saturation", "streams_per_s", "{:.0f}"),
-            ("latency p50 ms", "p50_ms", "{:.2f}"), ("latency p99 ms", "p99_ms", "{:.2f}"),
-            ("added p50 ms", "added_p50_ms", "{:+.2f}"), ("added p99 ms", "added_p99_ms", "{:+.2f}"),
-            ("stream first chunk p50 ms", "ttfc_p50_ms", "{:.2f}"), ("first chunk added p50 ms", "added_ttfc_ms",
-                                                                        "{:+.2f}"),
-            ("latency phase rate req/s", "latency_rate", "{:.0f}"),
-            ("gateway CPU ms / request", "cpu_ms_per_req", "{:.3f}"), ("gateway RSS MiB", "rss_mib", "{:.0f}"),
-            ("errors", "errors", "{:d}")]
+    rows = [
+        ("RPS at saturation", "rps", "{:.0f}"),
+        ("streams/s at saturation", "streams_per_s", "{:.0f}"),
+        ("latency p50 ms", "p50_ms", "{:.2f}"),
+        ("latency p99 ms", "p99_ms", "{:.2f}"),
+        ("added p50 ms", "added_p50_ms", "{:+.2f}"),
+        ("added p99 ms", "added_p99_ms", "{:+.2f}"),
+        ("stream first chunk p50 ms", "ttfc_p50_ms", "{:.2f}"),
+        ("first chunk added p50 ms", "added_ttfc_ms", "{:+.2f}"),
+        ("latency phase rate req/s", "latency_rate", "{:.0f}"),
+        ("gateway CPU ms / request", "cpu_ms_per_req", "{:.3f}"),
+        ("gateway RSS MiB", "rss_mib", "{:.0f}"),
+        ("errors", "errors", "{:d}"),
+    ]
     width = 28
     lines = ["".ljust(width) + "".join(r["name"].rjust(13) for r in results)]
     for label, key, fmt in rows:
@@ -395,8 +496,9 @@ def run(args) -> dict:
         procs.append(_spawn([sys.executable, "-m", "bench.gateway", "--serve-upstream", str(up_port)], load_cores[0]))
         if shutil.which("redis-server") is None:
             raise RuntimeError("redis-server is not installed; the benchmark runs its own")
-        procs.append(_spawn(["redis-server", "--port", str(redis_port), "--save", "", "--appendonly", "no"],
-                            load_cores[0]))
+        procs.append(
+            _spawn(["redis-server", "--port", str(redis_port), "--save", "", "--appendonly", "no"], load_cores[0])
+        )
         os.sched_setaffinity(0, set(load_cores))
         _wait_http(upstream + "/v1/models", 20)
         direct = _saturation("direct", upstream, {}, None, args)
@@ -407,10 +509,14 @@ def run(args) -> dict:
         _wait_http(bare_url + "/v1/chat/completions", 30, bare)
         bare_result = _saturation("bare", bare_url, {}, bare, args)
 
-        config = _gateway_config(tmp, upstream, f"redis://127.0.0.1:{redis_port}/0", tokenizer,
-                                 args.admission_overlap == "on")
-        gw = _spawn([sys.executable, "-m", "sluicegate.cli", "gateway", "--config", str(config), "--port",
-                     str(gw_port)], 0, log=tmp / "gateway.log")
+        config = _gateway_config(
+            tmp, upstream, f"redis://127.0.0.1:{redis_port}/0", tokenizer, args.admission_overlap == "on"
+        )
+        gw = _spawn(
+            [sys.executable, "-m", "sluicegate.cli", "gateway", "--config", str(config), "--port", str(gw_port)],
+            0,
+            log=tmp / "gateway.log",
+        )
         procs.append(gw)
         auth = {"authorization": f"Bearer {API_KEY}"}
         gw_url = f"http://127.0.0.1:{gw_port}"
@@ -430,9 +536,21 @@ def run(args) -> dict:
                 notes.append(f"litellm: could not be installed into {LITELLM_VENV} (see {tmp}/litellm-install.log)")
             else:
                 ll_port = _free_port()
-                ll = _spawn([str(python), "-m", "litellm.proxy.proxy_cli", "--config",
-                             str(_litellm_config(tmp, upstream, redis_port)), "--port", str(ll_port),
-                             "--num_workers", "1"], 0, log=tmp / "litellm.log")
+                ll = _spawn(
+                    [
+                        str(python),
+                        "-m",
+                        "litellm.proxy.proxy_cli",
+                        "--config",
+                        str(_litellm_config(tmp, upstream, redis_port)),
+                        "--port",
+                        str(ll_port),
+                        "--num_workers",
+                        "1",
+                    ],
+                    0,
+                    log=tmp / "litellm.log",
+                )
                 procs.append(ll)
                 ll_auth = {"authorization": f"Bearer {MASTER_KEY}"}
                 ll_url = f"http://127.0.0.1:{ll_port}"
@@ -453,22 +571,34 @@ def run(args) -> dict:
     if "litellm" in by_name and "sluicegate" in by_name:
         by_name["sluicegate"]["rps_vs_litellm"] = by_name["sluicegate"]["rps"] / max(by_name["litellm"]["rps"], 1e-9)
     shutil.rmtree(tmp, ignore_errors=True)
-    return {"bench": "gateway", "seconds": args.seconds, "connections": args.connections, "rate": args.rate,
-            "results": results, "notes": notes}
+    return {
+        "bench": "gateway",
+        "seconds": args.seconds,
+        "connections": args.connections,
+        "rate": args.rate,
+        "results": results,
+        "notes": notes,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="sluicegate bench gateway", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="sluicegate bench gateway", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument("--seconds", type=float, default=5.0, help="saturation phase length")
     parser.add_argument("--connections", type=int, default=64, help="closed-loop connections at saturation")
-    parser.add_argument("--rate", type=float, default=100.0,
-                        help="requests/s per column in the fixed-rate latency phase")
+    parser.add_argument(
+        "--rate", type=float, default=100.0, help="requests/s per column in the fixed-rate latency phase"
+    )
     parser.add_argument("--count", type=int, default=1000, help="requests per column in the fixed-rate latency phase")
     parser.add_argument("--skip-litellm", action="store_true")
-    parser.add_argument("--admission-overlap", choices=("on", "off"), default="on",
-                        help="the gateway's admission_overlap setting (off: every request admitted before it is sent)")
+    parser.add_argument(
+        "--admission-overlap",
+        choices=("on", "off"),
+        default="on",
+        help="the gateway's admission_overlap setting (off: every request admitted before it is sent)",
+    )
     parser.add_argument("--tokenizer", help="tokenizer folder to count with (default: a tiny model made offline)")
     parser.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--serve-bare", nargs=2, help=argparse.SUPPRESS)

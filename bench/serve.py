@@ -6,8 +6,9 @@ Arrivals: Poisson at `--request-rate` (req/s; `inf` sends all at once), optional
 Datasets (text prompts built from a fixed word list, so any tokenizer works; exact counts come from `usage`):
   random        --input-len words per prompt, --output-len tokens each
   shared-prefix --num-prefixes groups share a --prefix-len-word prefix, then a random --input-len suffix
-  mooncake      replay of ../shared/workloads/*.jsonl: each 512-token hash block becomes a deterministic block of
-                words seeded by its id (shared hash prefixes become shared text prefixes), lengths times --scale
+  mooncake      replay of a Mooncake trace (--trace, shipped in bench/data/workloads/, or --trace-file): each
+                512-token hash block becomes a deterministic block of words seeded by its id (shared hash prefixes
+                become shared text prefixes), lengths times --scale
 Every request streams with `stream_options.include_usage`. Reported: request / input / output throughput, TTFT,
 TPOT (per request: (e2e - ttft) / (output_tokens - 1)), ITL (gaps between content chunks) and e2e latency at
 p50/p90/p99, and goodput (completed requests per second meeting every --slo-* given).
@@ -23,20 +24,17 @@ import random
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import aiohttp
+
+from bench.traces import DEFAULT_TRACES, TRACE_BLOCK_TOKENS, load_mooncake_trace
+from sluicegate.sse import SseReader
 
 _WORDS = (
     "the data value return self import from class def for while with open file path list dict set tuple int str "
     "none true false name type object module test error result start end line text token block cache key index "
     "count size time state event request response server client stream model engine batch queue step run"
 ).split()
-_TRACES = {
-    "conversation": "mooncake_conversation_trace.jsonl",
-    "synthetic": "mooncake_synthetic_trace.jsonl",
-}
-_MOONCAKE_BLOCK_TOKENS = 512
 
 
 @dataclass
@@ -85,22 +83,18 @@ def shared_prefix_dataset(args, rng: random.Random) -> list[BenchRequest]:
 
 
 def mooncake_dataset(args, rng: random.Random) -> list[BenchRequest]:
-    path = Path(args.trace_dir) / _TRACES[args.trace]
-    block_words = max(1, round(_MOONCAKE_BLOCK_TOKENS * args.scale))
+    path = args.trace_file or DEFAULT_TRACES[args.trace]
+    block_words = max(1, round(TRACE_BLOCK_TOKENS * args.scale))
     blocks: dict[int, str] = {}
     requests = []
-    with path.open() as fh:
-        for line in fh:
-            if len(requests) >= args.num_requests:
-                break
-            row = json.loads(line)
-            for hash_id in row["hash_ids"]:
-                if hash_id not in blocks:
-                    blocks[hash_id] = _words(random.Random(hash_id), block_words)
-            words = " ".join(blocks[h] for h in row["hash_ids"]).split()
-            num_words = min(max(1, round(row["input_length"] * args.scale)), args.max_input_len)
-            max_tokens = min(max(1, round(row["output_length"] * args.scale)), args.max_output_len)
-            requests.append(BenchRequest(" ".join(words[:num_words]), max_tokens, row["timestamp"] / 1000.0))
+    for row in load_mooncake_trace(path, limit=args.num_requests):
+        for hash_id in row.block_hashes:
+            if hash_id not in blocks:
+                blocks[hash_id] = _words(random.Random(hash_id), block_words)
+        words = " ".join(blocks[h] for h in row.block_hashes).split()
+        num_words = min(max(1, round(row.prompt_tokens * args.scale)), args.max_input_len)
+        max_tokens = min(max(1, round(row.output_tokens * args.scale)), args.max_output_len)
+        requests.append(BenchRequest(" ".join(words[:num_words]), max_tokens, row.arrival_s))
     if args.request_rate != math.inf:
         for request in requests:
             request.arrival_s = None  # an explicit rate overrides the trace's clock
@@ -117,8 +111,9 @@ DATASETS = {"random": random_dataset, "shared-prefix": shared_prefix_dataset, "m
 
 
 def arrival_offsets_s(requests: list[BenchRequest], rate: float, rng: random.Random) -> list[float]:
-    if all(r.arrival_s is not None for r in requests):
-        return [r.arrival_s for r in requests]
+    trace_offsets_s = [r.arrival_s for r in requests if r.arrival_s is not None]
+    if len(trace_offsets_s) == len(requests):
+        return trace_offsets_s
     if rate == math.inf:
         return [0.0] * len(requests)
     offsets, t = [], 0.0
@@ -153,27 +148,29 @@ async def send_one(session: aiohttp.ClientSession, url: str, body: dict, headers
             if response.status != 200:
                 result.error = f"HTTP {response.status}: {(await response.text())[:200]}"
                 return result
-            async for raw in response.content:
-                line = raw.strip()
-                if not line.startswith(b"data: ") or line == b"data: [DONE]":
-                    continue
-                chunk = json.loads(line[6:])
-                if "error" in chunk:
-                    result.error = str(chunk["error"])[:200]
-                    return result
+            reader = SseReader()
+            async for raw in response.content.iter_any():
                 now_s = time.perf_counter()
-                if _has_content(chunk):
-                    if last_s is None:
-                        result.ttft_s = now_s - result.start_s
-                    else:
-                        result.itl_s.append(now_s - last_s)
-                    last_s = now_s
-                if chunk.get("usage"):
-                    usage = chunk["usage"]
-                    result.prompt_tokens = usage.get("prompt_tokens", 0)
-                    result.output_tokens = usage.get("completion_tokens", 0)
-                    result.cached_tokens = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0) or 0
-    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+                for event in reader.feed(raw):
+                    if event.data == "[DONE]":
+                        continue
+                    chunk = json.loads(event.data)
+                    if "error" in chunk:
+                        result.error = str(chunk["error"])[:200]
+                        return result
+                    if _has_content(chunk):
+                        if last_s is None:
+                            result.ttft_s = now_s - result.start_s
+                        else:
+                            result.itl_s.append(now_s - last_s)
+                        last_s = now_s
+                    if chunk.get("usage"):
+                        usage = chunk["usage"]
+                        result.prompt_tokens = usage.get("prompt_tokens", 0)
+                        result.output_tokens = usage.get("completion_tokens", 0)
+                        details = usage.get("prompt_tokens_details") or {}
+                        result.cached_tokens = details.get("cached_tokens", 0) or 0
+    except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
         result.error = f"{type(exc).__name__}: {exc}"[:200]
         return result
     result.e2e_s = time.perf_counter() - result.start_s
@@ -212,10 +209,12 @@ async def run_load(args, requests: list[BenchRequest]) -> tuple[list[RequestResu
 
 async def resolve_model(args) -> str:
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
-        async with session.get(args.url.rstrip("/") + "/v1/models", headers=headers) as response:
-            response.raise_for_status()
-            return (await response.json())["data"][0]["id"]
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session,
+        session.get(args.url.rstrip("/") + "/v1/models", headers=headers) as response,
+    ):
+        response.raise_for_status()
+        return (await response.json())["data"][0]["id"]
 
 
 # -- report ---------------------------------------------------------------------------------------------------------
@@ -263,10 +262,10 @@ def summarize(args, results: list[RequestResult], duration_s: float) -> dict:
         "cached_prompt_fraction": sum(r.cached_tokens for r in done) / prompt_tokens if prompt_tokens else 0.0,
         "goodput_rps": sum(meets_slos(r, args) for r in results) / duration_s,
         "slo_ms": {"ttft": args.slo_ttft_ms, "tpot": args.slo_tpot_ms, "e2e": args.slo_e2e_ms},
-        "ttft_ms": percentiles_ms([r.ttft_s for r in done]),
+        "ttft_ms": percentiles_ms([r.ttft_s for r in done if r.ttft_s is not None]),
         "tpot_ms": percentiles_ms([r.tpot_s for r in done if r.tpot_s is not None]),
         "itl_ms": percentiles_ms([x for r in done for x in r.itl_s]),
-        "e2e_ms": percentiles_ms([r.e2e_s for r in done]),
+        "e2e_ms": percentiles_ms([r.e2e_s for r in done if r.e2e_s is not None]),
     }
 
 
@@ -304,8 +303,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--output-len", type=int, default=64, help="max_tokens per request")
     parser.add_argument("--prefix-len", type=int, default=256, help="shared-prefix: words in each shared prefix")
     parser.add_argument("--num-prefixes", type=int, default=8)
-    parser.add_argument("--trace", choices=sorted(_TRACES), default="conversation")
-    parser.add_argument("--trace-dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "workloads"))
+    parser.add_argument("--trace", choices=sorted(DEFAULT_TRACES), default="conversation", help="mooncake: shipped")
+    parser.add_argument("--trace-file", help="mooncake: a .jsonl or .jsonl.gz trace to replay instead of --trace")
     parser.add_argument("--scale", type=float, default=1 / 32, help="mooncake: length multiplier")
     parser.add_argument("--time-scale", type=float, default=1.0, help="mooncake: replay this many times faster")
     parser.add_argument("--max-input-len", type=int, default=2048, help="mooncake: cap on prompt words")

@@ -6,9 +6,10 @@ FROM python:3.11-slim
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /app
 
-# Dependencies first (a layer that survives source edits): pyproject's list minus torch and triton.
+# Dependencies first (a layer that survives source edits): pyproject's base list, torch-free by design (the
+# engine's torch and Triton are in the `engine` extra, which this image never installs).
 COPY pyproject.toml README.md docker/requirements.py ./
-RUN python requirements.py pyproject.toml torch triton > /tmp/requirements.txt \
+RUN python requirements.py pyproject.toml > /tmp/requirements.txt \
  && pip install -r /tmp/requirements.txt
 
 COPY sluicegate ./sluicegate

@@ -1,6 +1,8 @@
-"""Print pyproject.toml's runtime dependencies minus the distributions named after it, one per line.
+"""Print pyproject.toml's base dependencies minus the distributions named after it, one per line.
 
-    python requirements.py pyproject.toml torch triton > requirements.txt   # the gateway image: no torch
+    python requirements.py pyproject.toml > requirements.txt   # the gateway image's dependency layer (no torch)
+
+The image installs these before copying the sources, so editing code does not reinstall every dependency.
 """
 
 import re

@@ -1,10 +1,10 @@
 """Engine error taxonomy.
 
-    EngineError
-     +-- RequestError          one request is wrong; the replica is fine (server: 400)
-     |    +-- ContextLengthError   prompt + max_tokens exceed the model's context
-     |    +-- RequestTooLargeError the request can never fit in the KV cache
-     +-- EngineDeadError       the step loop crashed; the replica is unhealthy and must exit
+EngineError
+ +-- RequestError          one request is wrong; the replica is fine (server: 400)
+ |    +-- ContextLengthError   prompt + max_tokens exceed the model's context
+ |    +-- RequestTooLargeError the request can never fit in the KV cache
+ +-- EngineDeadError       the step loop crashed; the replica is unhealthy and must exit
 """
 
 

@@ -54,7 +54,7 @@ def read_safetensors(model_dir: str, device: torch.device, dtype: torch.dtype) -
     tensors: dict[str, torch.Tensor] = {}
     for file in _safetensors_files(Path(model_dir)):
         with safe_open(str(file), framework="pt", device="cpu") as f:
-            for name in f.keys():
+            for name in f.keys():  # noqa: SIM118  (a safetensors handle is no dict: keys() is its API)
                 tensors[name] = f.get_tensor(name).to(device=device, dtype=dtype)
     return tensors
 

@@ -36,8 +36,11 @@ class SamplingParams:
             self.top_k = 0
         self._check(self.n >= 1, "n must be at least 1", "n")
         # Above float32's range a temperature turns into inf and the logits into NaN.
-        self._check(0.0 <= self.temperature <= MAX_TEMPERATURE, f"temperature must be in [0, {MAX_TEMPERATURE:g}]",
-                    "temperature")
+        self._check(
+            0.0 <= self.temperature <= MAX_TEMPERATURE,
+            f"temperature must be in [0, {MAX_TEMPERATURE:g}]",
+            "temperature",
+        )
         self._check(0.0 < self.top_p <= 1.0, "top_p must be in (0, 1]", "top_p")
         self._check(self.top_k >= 0, "top_k must be -1, 0 (off) or positive", "top_k")
         self._check(0.0 <= self.min_p <= 1.0, "min_p must be in [0, 1]", "min_p")

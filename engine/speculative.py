@@ -86,7 +86,9 @@ class Speculator:
         self.ngram = NgramProposer(NgramConfig(num_speculative_tokens=self.k)) if method == "ngram" else None
         self.draft = DraftModelProposer(draft_runner) if method == "draft" else None
         cost = SpecCostModel(draft_cost_ratio=draft_cost_ratio)
-        self.controller = SpecDecodeController(AdaptiveConfig(num_speculative_tokens=self.k, cost=cost)) if adaptive else None
+        self.controller = (
+            SpecDecodeController(AdaptiveConfig(num_speculative_tokens=self.k, cost=cost)) if adaptive else None
+        )
         self.stats = SpecDecodeStats(num_speculative_tokens=self.k)
 
     # -- 1. propose -------------------------------------------------------------------------------------------

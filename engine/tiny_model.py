@@ -37,7 +37,9 @@ class Preset:
 
 PRESETS = {
     "tiny": Preset(vocab_size=512, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=128),
-    "small": Preset(vocab_size=4096, hidden_size=384, num_layers=6, num_heads=6, num_kv_heads=2, intermediate_size=1024),
+    "small": Preset(
+        vocab_size=4096, hidden_size=384, num_layers=6, num_heads=6, num_kv_heads=2, intermediate_size=1024
+    ),
     "medium": Preset(
         vocab_size=8192, hidden_size=768, num_layers=12, num_heads=12, num_kv_heads=4, intermediate_size=2048
     ),
@@ -221,8 +223,11 @@ def main(argv: list[str] | None = None) -> int:
 
         argv.remove("--train")
         return train_main(argv)
-    parser = argparse.ArgumentParser(prog="sluicegate make-tiny-model", description=__doc__,
-                                     epilog="With --train: a trained target/ and draft/ pair (see --train --help).")
+    parser = argparse.ArgumentParser(
+        prog="sluicegate make-tiny-model",
+        description=__doc__,
+        epilog="With --train: a trained target/ and draft/ pair (see --train --help).",
+    )
     parser.add_argument("dir", help="output folder")
     parser.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
     parser.add_argument("--arch", choices=sorted(ARCHITECTURES), default="llama")

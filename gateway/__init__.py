@@ -1,4 +1,5 @@
 """The gateway: a drop-in OpenAI endpoint with tenants, token buckets, prefix-affinity routing and guardrails.
 
-Torch-free by contract (DESIGN.md): nothing under gateway/ may import torch, directly or through engine/ or kernels/.
+Torch-free by contract (docs/architecture.md): nothing under gateway/ may import torch, directly or through engine/
+or kernels/.
 """

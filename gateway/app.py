@@ -5,20 +5,22 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
+from starlette.types import Receive, Scope, Send
 
-from gateway.admin_api import admin_routes
+from gateway.admin.api import admin_routes
 from gateway.asgi import send_error
 from gateway.config import GatewayConfig
 from gateway.errors import ApiError, unknown_model
-from gateway.hooks import RequestHooks
-from gateway.parse import CHAT, COMPLETIONS
-from gateway.proxy import CompletionsEndpoint
+from gateway.request.hooks import RequestHooks
+from gateway.request.parse import CHAT, COMPLETIONS
+from gateway.request.proxy import CompletionsEndpoint
 from gateway.routing.base import Router
 from gateway.runtime import Gateway
 from sluicegate.tracing import GATEWAY_REQUEST, TracingMiddleware
@@ -34,12 +36,12 @@ class _FastPaths:
     """The two completion endpoints straight from the server, past Starlette's middleware and router (~50 us a
     request); everything else, lifespan included, goes to the Starlette app."""
 
-    def __init__(self, app: Starlette, endpoints: dict):
+    def __init__(self, app: Starlette, endpoints: dict[str, CompletionsEndpoint]) -> None:
         self.app = app
         self.state = app.state
         self._endpoints = endpoints
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         endpoint = self._endpoints.get(scope["path"]) if scope["type"] == "http" else None
         if endpoint is None:
             await self.app(scope, receive, send)
@@ -54,16 +56,17 @@ class _FastPaths:
                 pass
 
 
-def _model(name: str) -> dict:
+def _model(name: str) -> dict[str, str | int]:
     return {"id": name, "object": "model", "created": 0, "owned_by": "sluicegate"}
 
 
-def build_app(config: GatewayConfig, hooks: RequestHooks | None = None,
-              router: Router | None = None) -> TracingMiddleware:
+def build_app(
+    config: GatewayConfig, hooks: RequestHooks | None = None, router: Router | None = None
+) -> TracingMiddleware:
     gw = Gateway(config, hooks, router)
 
     async def allowed_models(request: Request) -> list[str]:
-        key, _ = await gw.auth.authenticate(request.headers.get("authorization", "").encode("latin-1"))
+        key, _ = await gw.auth.authenticate_fresh(request.headers.get("authorization", "").encode("latin-1"))
         tenant = await gw.auth.refresh_tenant(key.tenant_id)  # not the hot path: always the current list
         return [m for m in gw.router.models() if tenant.allows(m)]
 
@@ -99,15 +102,17 @@ def build_app(config: GatewayConfig, hooks: RequestHooks | None = None,
         return _error(ApiError(500, "The gateway failed unexpectedly; the request was not charged.", "server_error"))
 
     @contextlib.asynccontextmanager
-    async def lifespan(app):
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await gw.start()
         try:
             yield
         finally:
             await gw.close()
 
-    completions = {"/v1/chat/completions": CompletionsEndpoint(gw, CHAT),
-                   "/v1/completions": CompletionsEndpoint(gw, COMPLETIONS)}
+    completions = {
+        "/v1/chat/completions": CompletionsEndpoint(gw.endpoint_parts, CHAT),
+        "/v1/completions": CompletionsEndpoint(gw.endpoint_parts, COMPLETIONS),
+    }
     app = Starlette(
         routes=[
             *(Route(path, endpoint) for path, endpoint in completions.items()),

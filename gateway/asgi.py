@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from starlette.types import Receive, Scope, Send
+
 from gateway.errors import ApiError
 
 JSON = (b"content-type", b"application/json")
 MAX_BODY_BYTES = 32 << 20
 
 
-async def read_body(receive, max_bytes: int = MAX_BODY_BYTES) -> bytes:
-    chunks, size = [], 0
+async def read_body(receive: Receive, max_bytes: int = MAX_BODY_BYTES) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             raise ClientGone
-        chunk = message.get("body", b"")
+        chunk: bytes = message.get("body", b"")
         size += len(chunk)
         if size > max_bytes:
             raise ApiError(413, f"Request body exceeds {max_bytes} bytes.", "invalid_request_error", "body_too_large")
@@ -27,19 +32,24 @@ class ClientGone(Exception):
     """The client disconnected before its request was read."""
 
 
-async def send_bytes(send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+async def send_bytes(send: Send, status: int, body: bytes, headers: Sequence[tuple[bytes, bytes]]) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [*headers, (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
-async def send_error(send, error: ApiError, headers: list[tuple[bytes, bytes]] = ()) -> None:
+async def send_error(send: Send, error: ApiError, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
     extra = [(k.encode(), v.encode()) for k, v in error.headers.items()]
     await send_bytes(send, error.status, error.body(), [JSON, *headers, *extra])
 
 
-def header(scope, name: bytes) -> bytes | None:
+def header(scope: Scope, name: bytes) -> bytes | None:
     for key, value in scope["headers"]:
         if key == name:
-            return value
+            return bytes(value)
     return None

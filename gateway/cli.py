@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import os
 import shutil
 import sys
 import tempfile
 
+from gateway.admin.seed import load_seed
+from gateway.admin.tenants import check_models_served
 from gateway.config import ConfigError, load_config
+from gateway.errors import ApiError
 from gateway.metrics import MULTIPROC_DIR_ENV
 
 
@@ -21,7 +23,7 @@ def _app_factory():
 
     config = load_config(os.environ["SLUICEGATE_GATEWAY_CONFIG"])
     workers = int(os.environ.get("SLUICEGATE_GATEWAY_WORKERS", "1"))
-    return build_app(dataclasses.replace(config, num_instances=config.num_instances * workers, workers=workers))
+    return build_app(config.model_copy(update={"num_instances": config.num_instances * workers, "workers": workers}))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,8 +37,14 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = load_config(args.config)
+        if config.tenants_seed:  # a bad seed must stop start-up here, not inside the server's lifespan
+            for tenant in load_seed(config.tenants_seed).tenants:
+                check_models_served(tenant.models, config.models)  # a typo would leave the tenant nothing
     except ConfigError as exc:
         print(f"sluicegate gateway: {exc}", file=sys.stderr)
+        return 2
+    except ApiError as exc:
+        print(f"sluicegate gateway: tenants seed {config.tenants_seed!r}: {exc.message}", file=sys.stderr)
         return 2
     host, port = args.host or config.host, args.port or config.port
 
@@ -44,17 +52,32 @@ def main(argv: list[str] | None = None) -> int:
 
     # No proxy-headers rewrite (the gateway never reads the client address: it would be per-request work for
     # nothing) and no `server:` header advertising the stack.
-    common = dict(host=host, port=port, loop="uvloop", http="auto", log_level=args.log_level, access_log=False,
-                  proxy_headers=False, server_header=False, timeout_graceful_shutdown=10)
+    common = dict(
+        host=host,
+        port=port,
+        loop="uvloop",
+        http="auto",
+        log_level=args.log_level,
+        access_log=False,
+        proxy_headers=False,
+        server_header=False,
+        timeout_graceful_shutdown=10,
+    )
     if args.workers > 1:
         if config.redis.url is None:
-            print("sluicegate gateway: --workers needs Redis (redis.url or REDIS_URL): without it each worker would "
-                  "keep tenants, keys and buckets of its own", file=sys.stderr)
+            print(
+                "sluicegate gateway: --workers needs Redis (redis.url or REDIS_URL): without it each worker would "
+                "keep tenants, keys and buckets of its own",
+                file=sys.stderr,
+            )
             return 2
         # set before the workers start (and import prometheus_client): /metrics then reports every worker
         metrics_dir = tempfile.mkdtemp(prefix="sluicegate-metrics-")
-        settings = {"SLUICEGATE_GATEWAY_CONFIG": args.config, "SLUICEGATE_GATEWAY_WORKERS": str(args.workers),
-                    MULTIPROC_DIR_ENV: metrics_dir}
+        settings = {
+            "SLUICEGATE_GATEWAY_CONFIG": args.config,
+            "SLUICEGATE_GATEWAY_WORKERS": str(args.workers),
+            MULTIPROC_DIR_ENV: metrics_dir,
+        }
         before = {name: os.environ.get(name) for name in settings}
         os.environ.update(settings)
         try:
@@ -76,4 +99,3 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     uvicorn.run(app, **common)
     return 0
-

@@ -1,11 +1,11 @@
-"""Errors at the HTTP edge, always in OpenAI's error format (DESIGN.md, "Errors at the HTTP edge").
+"""Errors at the HTTP edge, always in OpenAI's error format (docs/architecture.md, "Errors at the HTTP edge").
 
-    ApiError                      any error a client sees: status, message, type, code, param, extra headers
-      made by the helpers below:  invalid_request (400), unauthorized (401), model_not_allowed (403),
-                                  unknown_model (404), context_length_exceeded (400), unavailable (503),
-                                  upstream_failed (502), upstream_timeout (504), guardrail_policy_unknown (503)
-      429s (rate_limit_exceeded, insufficient_quota) come from rejections.py
-    upstream_retry_after_s        an upstream's Retry-After header, read defensively
+ApiError                      any error a client sees: status, message, type, code, param, extra headers
+  made by the helpers below:  invalid_request (400), unauthorized (401), model_not_allowed (403),
+                              unknown_model (404), context_length_exceeded (400), unavailable (503),
+                              upstream_failed (502), upstream_timeout (504), guardrail_policy_unknown (503)
+  429s (rate_limit_exceeded, insufficient_quota) come from rejections.py
+upstream_retry_after_s        an upstream's Retry-After header, read defensively
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import email.utils
 import json
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 UPSTREAM_RETRY_AFTER_MAX_S = 300.0
 """An upstream asking for a longer wait is passed on as this: past minutes, a client should rather try again."""
@@ -51,16 +51,18 @@ def unauthorized(message: str = "Incorrect API key provided.") -> ApiError:
 
 
 def model_not_allowed(model: str) -> ApiError:
-    return ApiError(403, f"This API key may not use model {model!r}.", "invalid_request_error", "model_not_allowed",
-                    "model")
+    return ApiError(
+        403, f"This API key may not use model {model!r}.", "invalid_request_error", "model_not_allowed", "model"
+    )
 
 
 def unknown_model(model: str) -> ApiError:
     return ApiError(404, f"The model {model!r} does not exist.", "invalid_request_error", "model_not_found", "model")
 
 
-def context_length_exceeded(prompt_tokens: int, max_tokens: int, max_model_len: int, param: str,
-                            at_least: bool = False) -> ApiError:
+def context_length_exceeded(
+    prompt_tokens: int, max_tokens: int, max_model_len: int, param: str, at_least: bool = False
+) -> ApiError:
     """`at_least`: prompt_tokens is a lower bound (the prompt was too long to be worth counting exactly)."""
     bound = "at least " if at_least else ""
     message = (
@@ -76,9 +78,13 @@ def unavailable(message: str, retry_after_s: float = 1.0) -> ApiError:
 
 def guardrail_policy_unknown(policy: str) -> ApiError:
     # 503 without Retry-After: the gateway's config, not the client, must change (no point retrying soon).
-    return ApiError(503, f"The tenant's guardrail policy {policy!r} is not defined on this gateway; an administrator "
-                    "must set the tenant's `guardrails` to a defined policy or 'off'.", "service_unavailable",
-                    "guardrail_policy_unknown")
+    return ApiError(
+        503,
+        f"The tenant's guardrail policy {policy!r} is not defined on this gateway; an administrator "
+        "must set the tenant's `guardrails` to a defined policy or 'off'.",
+        "service_unavailable",
+        "guardrail_policy_unknown",
+    )
 
 
 def upstream_failed(message: str) -> ApiError:
@@ -107,8 +113,8 @@ def upstream_retry_after_s(value: str | None, default_s: float = 1.0) -> float:
         except (TypeError, ValueError, IndexError, OverflowError):
             return default_s
         if when.tzinfo is None:  # "-0000" parses naive; HTTP dates are UTC
-            when = when.replace(tzinfo=timezone.utc)
-        seconds = (when - datetime.now(timezone.utc)).total_seconds()
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - datetime.now(UTC)).total_seconds()
     if not math.isfinite(seconds):  # "nan", "inf", "1e400": garbage, not a wait
         return default_s
     return min(max(seconds, 1.0), UPSTREAM_RETRY_AFTER_MAX_S)

@@ -11,53 +11,97 @@ from __future__ import annotations
 
 import glob
 import os
+from typing import TypeVar, cast
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
+from prometheus_client.metrics import MetricWrapperBase
 
 MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+Metric = TypeVar("Metric", bound=MetricWrapperBase)
 
 _LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
 class GatewayMetrics:
-    def __init__(self):
+    def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.requests = Counter("sluicegate_requests", "Requests answered, by tenant, model and HTTP status",
-                                ["tenant", "model", "status"], registry=r)
-        self.tokens = Counter("sluicegate_tokens", "Tokens settled, by tenant and direction (input/output)",
-                              ["tenant", "direction"], registry=r)
-        self.ttft = Histogram("sluicegate_time_to_first_chunk_seconds", "Request arrival to first body byte sent",
-                              ["model"], buckets=_LATENCY_BUCKETS_S, registry=r)
-        self.inter_chunk = Histogram("sluicegate_inter_chunk_seconds", "Gap between streamed chunks sent",
-                                     ["model"], buckets=_LATENCY_BUCKETS_S, registry=r)
-        self.rejections = Counter("sluicegate_ratelimit_rejections", "Requests refused by limits, by reason",
-                                  ["tenant", "reason"], registry=r)
+        self.requests = Counter(
+            "sluicegate_requests",
+            "Requests answered, by tenant, model and HTTP status",
+            ["tenant", "model", "status"],
+            registry=r,
+        )
+        self.tokens = Counter(
+            "sluicegate_tokens",
+            "Tokens settled, by tenant and direction (input/output)",
+            ["tenant", "direction"],
+            registry=r,
+        )
+        self.ttft = Histogram(
+            "sluicegate_time_to_first_chunk_seconds",
+            "Request arrival to first body byte sent",
+            ["model"],
+            buckets=_LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.inter_chunk = Histogram(
+            "sluicegate_inter_chunk_seconds",
+            "Gap between streamed chunks sent",
+            ["model"],
+            buckets=_LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.rejections = Counter(
+            "sluicegate_ratelimit_rejections", "Requests refused by limits, by reason", ["tenant", "reason"], registry=r
+        )
         self.guardrail_actions = Counter("sluicegate_guardrail_actions", "Guardrail actions", ["action"], registry=r)
         self.upstream_errors = Counter("sluicegate_upstream_errors", "Upstream failures by kind", ["kind"], registry=r)
-        self.redis_fallbacks = Counter("sluicegate_redis_fallbacks",
-                                       "Store calls answered without Redis, by mode (fail_open/fail_closed)",
-                                       ["mode", "op"], registry=r)
-        self.redis_up = Gauge("sluicegate_redis_up", "1 while the gateway believes Redis is reachable", registry=r,
-                              multiprocess_mode="livemin")
-        self.settle_pending = Gauge("sluicegate_settlements_pending", "Settlements waiting for Redis to return",
-                                    registry=r, multiprocess_mode="livesum")
-        self.tokenize_seconds = Histogram("sluicegate_tokenize_seconds", "Prompt tokenization time", ["model"],
-                                          buckets=(5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 1e-2, 0.1), registry=r)
-        self.overlapped = Counter("sluicegate_admissions_overlapped",
-                                  "Requests sent upstream while their admission script ran (gateway/overlap.py)",
-                                  registry=r)
-        self.overlap_refusals = Counter("sluicegate_admissions_overlap_refused",
-                                        "Overlapped requests the script refused after all: cancelled upstream",
-                                        registry=r)
-        self._children: dict[tuple, object] = {}
+        self.redis_fallbacks = Counter(
+            "sluicegate_redis_fallbacks",
+            "Store calls answered without Redis, by mode (fail_open/fail_closed)",
+            ["mode", "op"],
+            registry=r,
+        )
+        self.redis_up = Gauge(
+            "sluicegate_redis_up",
+            "1 while the gateway believes Redis is reachable",
+            registry=r,
+            multiprocess_mode="livemin",
+        )
+        self.settle_pending = Gauge(
+            "sluicegate_settlements_pending",
+            "Settlements waiting for Redis to return",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
+        self.tokenize_seconds = Histogram(
+            "sluicegate_tokenize_seconds",
+            "Prompt tokenization time",
+            ["model"],
+            buckets=(5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 1e-2, 0.1),
+            registry=r,
+        )
+        self.overlapped = Counter(
+            "sluicegate_admissions_overlapped",
+            "Requests sent upstream while their admission script ran (gateway/request/overlap.py)",
+            registry=r,
+        )
+        self.overlap_refusals = Counter(
+            "sluicegate_admissions_overlap_refused",
+            "Overlapped requests the script refused after all: cancelled upstream",
+            registry=r,
+        )
+        self._children: dict[tuple[int, tuple[str, ...]], MetricWrapperBase] = {}
 
-    def child(self, metric, *labels):
+    def child(self, metric: Metric, *labels: str) -> Metric:
+        """`metric.labels(*labels)`, made once per label set."""
         key = (id(metric), labels)
         child = self._children.get(key)
         if child is None:
             child = self._children[key] = metric.labels(*labels)
-        return child
+        return cast(Metric, child)
 
     def render(self) -> bytes:
         directory = os.environ.get(MULTIPROC_DIR_ENV)

@@ -7,22 +7,29 @@ import importlib
 import itertools
 import logging
 import secrets
+from collections.abc import Coroutine
+from typing import Any
 
-from gateway.auth import AuthCache
+from gateway.admin.seed import seed_tenants
+from gateway.admin.tenants import policy_name_check
 from gateway.config import GatewayConfig
-from gateway.guardrail_wiring import build_hooks
-from gateway.hooks import RequestHooks
 from gateway.metrics import GatewayMetrics
-from gateway.overlap import OverlapGate
+from gateway.request.admission import AdmissionControl, AdmissionParts
+from gateway.request.attempt import UpstreamLinks
+from gateway.request.auth import AuthCache
+from gateway.request.guardrail_wiring import build_hooks
+from gateway.request.hooks import RequestHooks
+from gateway.request.overlap import OverlapGate
+from gateway.request.precheck import DeniedKeys
+from gateway.request.proxy import EndpointParts
+from gateway.request.settlement import SettlementParts
+from gateway.request.tokenizer import PromptTokenizer
+from gateway.request.upstream import UpstreamPool
 from gateway.routing.base import Router
-from gateway.seed import seed_tenants
 from gateway.store.base import StoreUnavailable
 from gateway.store.local import LocalStore
 from gateway.store.redis_store import RedisStore
 from gateway.store.resilient import ResilientStore
-from gateway.tenants import policy_name_check
-from gateway.tokenizer import PromptTokenizer
-from gateway.upstream import UpstreamPool
 from sluicegate import tracing
 from sluicegate.tracing import TracingConfig
 
@@ -30,12 +37,13 @@ log = logging.getLogger(__name__)
 SHUTDOWN_SETTLE_TIMEOUT_S = 5.0
 
 
-def build_store(config: GatewayConfig, metrics: GatewayMetrics):
+def build_store(config: GatewayConfig, metrics: GatewayMetrics) -> LocalStore | ResilientStore:
     if config.redis.url is None:
         return LocalStore()
     redis = RedisStore(config.redis.url, config.redis.key_prefix, config.redis.socket_timeout_s)
-    return ResilientStore(redis, config.redis.failure_mode, config.redis.retry_interval_s, config.num_instances,
-                          metrics)
+    return ResilientStore(
+        redis, config.redis.failure_mode, config.redis.retry_interval_s, config.num_instances, metrics
+    )
 
 
 def load_router(config: GatewayConfig, metrics: GatewayMetrics) -> Router:
@@ -44,7 +52,8 @@ def load_router(config: GatewayConfig, metrics: GatewayMetrics) -> Router:
         factory = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"router {config.router!r} cannot be loaded ({exc}); want 'module:callable'") from None
-    return factory(config.routing_models, metrics_registry=metrics.registry)
+    router: Router = factory(config.routing_models, metrics_registry=metrics.registry)
+    return router
 
 
 class Gateway:
@@ -59,17 +68,31 @@ class Gateway:
         self.upstreams = UpstreamPool(config.upstream)
         self.hooks = hooks or build_hooks(config.guardrails, self.metrics.registry)
         self.tokenizers: dict[str, PromptTokenizer] = {}
-        # key digest -> (recheck at, refill at (monotonic s), tenant id, the refusal's rate-limit headers): the
-        # local pre-check (admission.py)
-        self.denied_until: dict[str, tuple[float, float, str, dict[str, str]]] = {}
-        self._tasks: set[asyncio.Task] = set()
+        """Model name -> its tokenizer, loaded in `start`."""
+        self.denied = DeniedKeys()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._request_prefix = f"req-{secrets.token_hex(4)}-"
         self._request_seq = itertools.count()
+        self.endpoint_parts = self._endpoint_parts()
+        """The request path's components (gateway/request/), sharing the parts above."""
+
+    def _endpoint_parts(self) -> EndpointParts:
+        admission = AdmissionControl(
+            AdmissionParts(
+                self.config, self.auth, self.store, self.overlap, self.denied, self.hooks, self.tokenizers, self.metrics
+            )
+        )
+        links = UpstreamLinks(self.router, self.upstreams, self.metrics, self.tokenizers)
+        settlement = SettlementParts(self.store, self.metrics, self.tokenizers, self.spawn)
+        return EndpointParts(
+            admission, links, settlement, self.hooks, self.metrics, self.config.debug_headers, self.next_request_id
+        )
 
     async def start(self) -> None:
         # installs an exporting provider only when an OTLP endpoint is configured; tracing stays off otherwise
-        tracing.configure_tracing(TracingConfig("sluicegate-gateway", self.config.otlp_endpoint,
-                                                self.config.trace_sample_ratio))
+        tracing.configure_tracing(
+            TracingConfig("sluicegate-gateway", self.config.otlp_endpoint, self.config.trace_sample_ratio)
+        )
         for name, model in self.config.models.items():
             if model.tokenizer:
                 self.tokenizers[name] = PromptTokenizer(model.tokenizer)
@@ -89,7 +112,7 @@ class Gateway:
         await self.store.close()
         self.metrics.close()
 
-    def spawn(self, coro) -> None:
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -99,11 +122,7 @@ class Gateway:
         request sees the change (other instances see it through the admission script's generation counter)."""
         self.auth.forget_tenant(tenant_id)
         self.overlap.forget_tenant(tenant_id)
-        for digest in [d for d, entry in self.denied_until.items() if entry[2] == tenant_id]:
-            del self.denied_until[digest]
+        self.denied.forget_tenant(tenant_id)
 
     def next_request_id(self) -> str:
         return self._request_prefix + str(next(self._request_seq))
-
-    def count_request(self, tenant_id: str, model: str, status: int) -> None:
-        self.metrics.child(self.metrics.requests, tenant_id, model, str(status)).inc()

@@ -9,7 +9,7 @@ The gateway's API (see engine.py for the call sequence):
 - `Guardrails(config, metrics)`: built once; `check_policy(policy)`, `check_input(texts, policy, tenant) ->
   InputVerdict`, `redact_output(text, policy, tenant)`, `stream_redactor(policy, tenant) -> StreamRedactor`.
 - `StreamRedactor.feed(delta) -> str`, `.finish() -> str`, `.blocked`; both raise OutputBlocked on output `block`.
-- `GuardrailHooks(guardrails, policies, on_block)`: gateway/hooks.py's RequestHooks over all of the above
+- `GuardrailHooks(guardrails, policies, on_block)`: gateway/request/hooks.py's RequestHooks over all of the above
   (request bodies, non-streamed bodies, SSE streams); see gateway_hooks.py for the wiring.
 - `GuardrailMetrics(registry)`: `sluicegate_guardrail_findings_total{tenant,direction,entity,action}` and
   `sluicegate_guardrail_check_seconds` (the gateway's own `sluicegate_guardrail_actions` counts request outcomes).
@@ -28,6 +28,15 @@ from guardrails.policy import DEFAULT_PII_ENTITIES, GuardrailPolicy
 from guardrails.verdict import InputVerdict
 
 __all__ = [
-    "DEFAULT_PII_ENTITIES", "Finding", "GuardrailBlocked", "GuardrailConfigError", "GuardrailHooks", "GuardrailMetrics",
-    "GuardrailPolicy", "Guardrails", "GuardrailsConfig", "InputVerdict", "OutputBlocked",
+    "DEFAULT_PII_ENTITIES",
+    "Finding",
+    "GuardrailBlocked",
+    "GuardrailConfigError",
+    "GuardrailHooks",
+    "GuardrailMetrics",
+    "GuardrailPolicy",
+    "Guardrails",
+    "GuardrailsConfig",
+    "InputVerdict",
+    "OutputBlocked",
 ]

@@ -48,15 +48,17 @@ class Guardrails:
             return None
         from guardrails.injection.classifier import InjectionClassifier
 
-        return InjectionClassifier(self.config.injection_model_path, self.config.injection_model_label,
-                                   self.config.injection_model_max_tokens)
+        return InjectionClassifier(
+            self.config.injection_model_path, self.config.injection_model_label, self.config.injection_model_max_tokens
+        )
 
     def check_policy(self, policy: GuardrailPolicy) -> None:
         """Raise GuardrailConfigError if the policy names entities this deployment cannot detect."""
         self.scanner.check_policy(policy)
 
-    def check_input(self, texts: list[str], policy: GuardrailPolicy, tenant: str = "",
-                    untrusted: list[bool] | None = None) -> InputVerdict:
+    def check_input(
+        self, texts: list[str], policy: GuardrailPolicy, tenant: str = "", untrusted: list[bool] | None = None
+    ) -> InputVerdict:
         """PII and injection checks over a request's texts (message contents, prompts) under a tenant's policy.
 
         `untrusted[i]` says whether text i is scored for injection (default: all are). PII is checked in every text;
@@ -66,8 +68,9 @@ class Guardrails:
         started_s = time.perf_counter()
         self.check_policy(policy)
         with _TRACER.start_as_current_span("guardrails.check_input") as span:
-            findings = tuple(tuple(self.scanner.scan(text, policy)) if policy.pii_action != "off" else ()
-                             for text in texts)
+            findings = tuple(
+                tuple(self.scanner.scan(text, policy)) if policy.pii_action != "off" else () for text in texts
+            )
             scored = texts if untrusted is None else [t for t, flag in zip(texts, untrusted, strict=True) if flag]
             score, rules = self._injection(scored, policy)
             verdict = self._decide(texts, policy, findings, score, rules)
@@ -94,8 +97,12 @@ class Guardrails:
         from guardrails.stream import StreamRedactor
 
         return StreamRedactor(
-            self.scanner, policy, self.config.stream_context_chars, self.config.stream_max_holdback_chars,
-            on_finding=lambda entity, action: self._count_one(tenant, "output", entity, action))
+            self.scanner,
+            policy,
+            self.config.stream_context_chars,
+            self.config.stream_max_holdback_chars,
+            on_finding=lambda entity, action: self._count_one(tenant, "output", entity, action),
+        )
 
     def _injection(self, texts: list[str], policy: GuardrailPolicy) -> tuple[float, tuple[str, ...]]:
         if policy.injection_action == "off":
@@ -105,8 +112,13 @@ class Guardrails:
         return score, tuple(sorted({name for r in results for name in r.rules}))
 
     @staticmethod
-    def _decide(texts: list[str], policy: GuardrailPolicy, findings: tuple[tuple[Finding, ...], ...], score: float,
-                rules: tuple[str, ...]) -> InputVerdict:
+    def _decide(
+        texts: list[str],
+        policy: GuardrailPolicy,
+        findings: tuple[tuple[Finding, ...], ...],
+        score: float,
+        rules: tuple[str, ...],
+    ) -> InputVerdict:
         found_pii = any(findings)
         injected = policy.injection_action != "off" and score >= policy.injection_threshold
         if injected and policy.injection_action == "block":
@@ -114,8 +126,9 @@ class Guardrails:
         if found_pii and policy.pii_action == "block":
             return InputVerdict("block", tuple(texts), findings, score, rules, "pii")
         if found_pii and policy.pii_action == "redact":
-            redacted = tuple(redact(text, list(per_text), policy.redaction_style)
-                             for text, per_text in zip(texts, findings))
+            redacted = tuple(
+                redact(text, list(per_text), policy.redaction_style) for text, per_text in zip(texts, findings)
+            )
             return InputVerdict("redact", redacted, findings, score, rules)
         action = "detect" if found_pii or injected else "allow"
         return InputVerdict(action, tuple(texts), findings, score, rules)
@@ -129,6 +142,7 @@ class Guardrails:
     def _count_one(self, tenant: str, direction: str, entity: str, action: str, amount: int = 1) -> None:
         """Metrics and an event on the current span; entity types only, never values."""
         trace.get_current_span().add_event(
-            "guardrail", {"direction": direction, "entity": entity, "action": action, "count": amount})
+            "guardrail", {"direction": direction, "entity": entity, "action": action, "count": amount}
+        )
         if self.metrics is not None:
             self.metrics.count(tenant, direction, entity, action, amount)

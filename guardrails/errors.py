@@ -1,10 +1,10 @@
 """Guardrail errors.
 
-    ValueError
-     └── GuardrailConfigError   bad GuardrailsConfig or tenant policy: fix the config (message names value and fix)
-    Exception
-     └── GuardrailBlocked       a policy said `block`; the gateway turns it into an OpenAI error (never logs values)
-          └── OutputBlocked     raised by StreamRedactor.feed/finish when the output policy blocks mid-stream
+ValueError
+ └── GuardrailConfigError   bad GuardrailsConfig or tenant policy: fix the config (message names value and fix)
+Exception
+ └── GuardrailBlocked       a policy said `block`; the gateway turns it into an OpenAI error (never logs values)
+      └── OutputBlocked     raised by StreamRedactor.feed/finish when the output policy blocks mid-stream
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ def redact(text: str, findings: list[Finding], style: str) -> str:
     pieces: list[str] = []
     cursor = 0
     for finding in findings:
-        pieces.append(text[cursor:finding.start])
+        pieces.append(text[cursor : finding.start])
         pieces.append(f"<{finding.entity}>" if style == "placeholder" else "*" * (finding.end - finding.start))
         cursor = finding.end
     pieces.append(text[cursor:])

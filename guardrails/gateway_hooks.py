@@ -1,4 +1,4 @@
-"""GuardrailHooks: the gateway's RequestHooks (gateway/hooks.py) backed by Guardrails.
+"""GuardrailHooks: the gateway's RequestHooks (gateway/request/hooks.py) backed by Guardrails.
 
 It matches that protocol structurally, so guardrails/ never imports gateway/. Wiring (the lead's side):
 
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from guardrails.errors import GuardrailBlocked, GuardrailConfigError, OutputBlocked
 from guardrails.policy import GuardrailPolicy
+from sluicegate.sse import DONE_DATA, encode_event, event_data, replace_data, split_events
 
 if TYPE_CHECKING:
     from guardrails.engine import Guardrails
@@ -47,9 +48,13 @@ class TenantLike(Protocol):
 
 
 class GuardrailHooks:
-    def __init__(self, guardrails: Guardrails, policies: dict[str, GuardrailPolicy],
-                 on_block: Callable[[GuardrailBlocked], Exception] | None = None,
-                 on_unknown_policy: Callable[[str], Exception] | None = None) -> None:
+    def __init__(
+        self,
+        guardrails: Guardrails,
+        policies: dict[str, GuardrailPolicy],
+        on_block: Callable[[GuardrailBlocked], Exception] | None = None,
+        on_unknown_policy: Callable[[str], Exception] | None = None,
+    ) -> None:
         if OFF in policies:
             raise GuardrailConfigError(f"policy name {OFF!r} is reserved for 'no guardrails'")
         for policy in policies.values():
@@ -82,8 +87,9 @@ class GuardrailHooks:
         if not slots:
             return body
         texts = [text for text, _, _ in slots]
-        verdict = await asyncio.to_thread(self.guardrails.check_input, texts, policy, tenant.id,
-                                          [scored for _, scored, _ in slots])
+        verdict = await asyncio.to_thread(
+            self.guardrails.check_input, texts, policy, tenant.id, [scored for _, scored, _ in slots]
+        )
         if verdict.blocked:
             entities = tuple(sorted(verdict.entity_counts())) if verdict.blocked_reason == "pii" else ()
             raise self.on_block(GuardrailBlocked(verdict.blocked_reason or "policy", entities))
@@ -140,9 +146,7 @@ class SseRedactor:
         if self.blocked:
             return b""
         out = []
-        for event in data.split(b"\n\n"):
-            if not event.strip():
-                continue
+        for event in split_events(data):
             try:
                 out.append(self._event(event))
             except OutputBlocked as blocked:
@@ -162,10 +166,8 @@ class SseRedactor:
             return _error_event(blocked)
 
     def _event(self, event: bytes) -> bytes:
-        lines = event.split(b"\n")
-        data = [i for i, line in enumerate(lines) if line.startswith(b"data:")]
-        payload = lines[data[0]].removeprefix(b"data:").strip() if len(data) == 1 else None
-        if payload == b"[DONE]":
+        payload = event_data(event)  # every data line: a payload split over several is still redacted
+        if payload == DONE_DATA:
             return self._flush_all() + event + b"\n\n"
         try:
             chunk = json.loads(payload) if payload is not None else None
@@ -179,8 +181,7 @@ class SseRedactor:
         for choice in chunk["choices"]:
             if isinstance(choice, dict):
                 self._choice(choice)
-        lines[data[0]] = b"data: " + json.dumps(chunk).encode()
-        return b"\n".join(lines) + b"\n\n"
+        return replace_data(event, json.dumps(chunk).encode())
 
     def _choice(self, choice: dict) -> None:
         index = choice.get("index", 0)
@@ -204,16 +205,20 @@ class SseRedactor:
                 choice: dict[str, Any] = {"index": index, "finish_reason": None}
                 _set_path(choice, self.field, tail)
                 chunk["choices"] = [choice]
-                events.append(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                events.append(encode_event(json.dumps(chunk)))
         self.redactors.clear()
         return b"".join(events)
 
 
 def _error_event(blocked: GuardrailBlocked) -> bytes:
-    error = {"message": "The response was stopped by the tenant's output guardrail policy"
-                        f" ({', '.join(blocked.entities) or blocked.reason}).",
-             "type": "invalid_request_error", "param": None, "code": "content_policy_violation"}
-    return b"data: " + json.dumps({"error": error}).encode() + b"\n\n"
+    error = {
+        "message": "The response was stopped by the tenant's output guardrail policy"
+        f" ({', '.join(blocked.entities) or blocked.reason}).",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "content_policy_violation",
+    }
+    return encode_event(json.dumps({"error": error}))
 
 
 def _text_slots(route_kind: str, body: dict) -> list[tuple[str, bool, tuple]]:

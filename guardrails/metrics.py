@@ -10,11 +10,17 @@ INJECTION_ENTITY = "prompt_injection"
 class GuardrailMetrics:
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
         self.actions = Counter(
-            "sluicegate_guardrail_findings", "Guardrail findings acted on, by tenant, direction, entity and action",
-            ["tenant", "direction", "entity", "action"], registry=registry)
+            "sluicegate_guardrail_findings",
+            "Guardrail findings acted on, by tenant, direction, entity and action",
+            ["tenant", "direction", "entity", "action"],
+            registry=registry,
+        )
         self.check_seconds = Histogram(
-            "sluicegate_guardrail_check_seconds", "CPU time of one input guardrail check (PII and injection)",
-            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25), registry=registry)
+            "sluicegate_guardrail_check_seconds",
+            "CPU time of one input guardrail check (PII and injection)",
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25),
+            registry=registry,
+        )
 
     def count(self, tenant: str, direction: str, entity: str, action: str, amount: int = 1) -> None:
         self.actions.labels(tenant=tenant, direction=direction, entity=entity, action=action).inc(amount)

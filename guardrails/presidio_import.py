@@ -1,10 +1,10 @@
 """Import Presidio and spaCy without letting them pull in torch and transformers.
 
 Presidio (its Hugging Face NER pipe) and spaCy (thinc's torch shim) import torch and transformers whenever they are
-installed, which costs ~7 s of CPU and hundreds of MB at gateway start-up and breaks DESIGN.md's "the gateway runs
-without torch". Guardrails use neither: so while Presidio loads, both names are marked unimportable (Python's
-documented `sys.modules[name] = None` convention), and unmarked afterwards, so a later `import torch` (the optional
-injection classifier) works normally. Nothing is hidden from a process that already imported them.
+installed, which costs ~7 s of CPU and hundreds of MB at gateway start-up and breaks docs/architecture.md's "the
+gateway runs without torch". Guardrails use neither: so while Presidio loads, both names are marked unimportable
+(Python's documented `sys.modules[name] = None` convention), and unmarked afterwards, so a later `import torch`
+(the optional injection classifier) works normally. Nothing is hidden from a process that already imported them.
 
 Import this module before any `presidio_analyzer` or `spacy` import in guardrails/.
 """

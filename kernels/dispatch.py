@@ -8,8 +8,8 @@ kernels are tested without a GPU.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 BACKENDS = ("auto", "torch", "triton")
 

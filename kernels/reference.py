@@ -129,9 +129,17 @@ def paged_prefill_attention(
     return out
 
 
-
 def _attend_group(
-    query, key_cache, value_cache, block_tables, seq_lens, scale, rows: list[int], first_rows: list[int], q_len: int, out
+    query,
+    key_cache,
+    value_cache,
+    block_tables,
+    seq_lens,
+    scale,
+    rows: list[int],
+    first_rows: list[int],
+    q_len: int,
+    out,
 ) -> None:
     """G sequences (`rows`) attended in one padded batch: sequence rows[g] owns query rows first_rows[g] ..
     first_rows[g] + q_len - 1, its last q_len positions, causal over its whole context. Decode is q_len = 1."""

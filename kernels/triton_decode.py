@@ -32,7 +32,7 @@ _LOG2E = 1.4426950408889634
 _INTERPRETER_SM_COUNT = 4  # a CPU has no SMs; this keeps the split path reachable under TRITON_INTERPRET=1
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sm_count(device: torch.device) -> int:
     if device.type != "cuda":
         return _INTERPRETER_SM_COUNT

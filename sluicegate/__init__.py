@@ -1,3 +1,4 @@
-"""Sluicegate: shared, torch-free pieces (CLI dispatch, block hashing) used by both the gateway and the engine."""
+"""Sluicegate: shared, torch-free pieces (CLI dispatch, block hashing) used by both the gateway and the engine.
 
-__version__ = "0.1.0"
+The version lives in pyproject.toml only; `sluicegate --version` reads it from the installed distribution.
+"""

@@ -1,4 +1,5 @@
-"""Prefix block hashing: the contract the gateway and the engine share bit for bit (DESIGN.md, "Block hashing").
+"""Prefix block hashing: the contract the gateway and the engine share bit for bit (docs/architecture.md,
+"Block hashing").
 
     h(-1) = xxh3_64(b"sluicegate/v1" + cache_salt.encode())
     h(i)  = xxh3_64(h(i-1).to_bytes(8, "little") + token_ids_of_block_i as uint32 little-endian)

@@ -60,8 +60,17 @@ class ModelShape:
         return self.num_params if self.num_params is not None else derived_param_count(self)
 
 
-def _shape(name: str, layers: int, hidden: int, heads: int, kv_heads: int, inter: int, vocab: int, max_pos: int,
-           qkv_bias: bool = False) -> ModelShape:
+def _shape(
+    name: str,
+    layers: int,
+    hidden: int,
+    heads: int,
+    kv_heads: int,
+    inter: int,
+    vocab: int,
+    max_pos: int,
+    qkv_bias: bool = False,
+) -> ModelShape:
     return ModelShape(name, layers, hidden, heads, kv_heads, hidden // heads, inter, vocab, max_pos, qkv_bias=qkv_bias)
 
 
@@ -151,9 +160,24 @@ def load_model_shape(model: str) -> ModelShape:
 
 
 _SIZE_UNITS = {
-    "": 1, "b": 1,
-    "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12, "tb": 10**12,
-    "ki": 2**10, "kib": 2**10, "mi": 2**20, "mib": 2**20, "gi": 2**30, "gib": 2**30, "ti": 2**40, "tib": 2**40,
+    "": 1,
+    "b": 1,
+    "k": 10**3,
+    "kb": 10**3,
+    "m": 10**6,
+    "mb": 10**6,
+    "g": 10**9,
+    "gb": 10**9,
+    "t": 10**12,
+    "tb": 10**12,
+    "ki": 2**10,
+    "kib": 2**10,
+    "mi": 2**20,
+    "mib": 2**20,
+    "gi": 2**30,
+    "gib": 2**30,
+    "ti": 2**40,
+    "tib": 2**40,
 }
 
 
@@ -182,8 +206,9 @@ def normalize_dtype(dtype: str) -> str:
     return name
 
 
-def kv_bytes_per_token(shape: ModelShape, kv_dtype: str, tensor_parallel: int = 1,
-                       num_kv_heads: int | None = None) -> int:
+def kv_bytes_per_token(
+    shape: ModelShape, kv_dtype: str, tensor_parallel: int = 1, num_kv_heads: int | None = None
+) -> int:
     """Per GPU: 2 * L * H_kv * d * bytes. Tensor parallelism splits KV heads, replicating them past H_kv GPUs."""
     heads = num_kv_heads if num_kv_heads is not None else shape.num_kv_heads
     heads_per_gpu = math.ceil(heads / tensor_parallel)
@@ -204,8 +229,16 @@ class CapacityPlan:
     num_blocks: int
 
 
-def plan_capacity(shape: ModelShape, gpu_memory_bytes: int, dtype: str, kv_dtype: str, activation_reserve_bytes: int,
-                  block_size: int = 16, tensor_parallel: int = 1, num_kv_heads: int | None = None) -> CapacityPlan:
+def plan_capacity(
+    shape: ModelShape,
+    gpu_memory_bytes: int,
+    dtype: str,
+    kv_dtype: str,
+    activation_reserve_bytes: int,
+    block_size: int = 16,
+    tensor_parallel: int = 1,
+    num_kv_heads: int | None = None,
+) -> CapacityPlan:
     """A plan whose num_tokens is 0 when the weights and the reserve leave no room (see `shortfall_message`)."""
     weight_bytes = shape.param_count * BYTES_PER_ELEMENT[dtype] // tensor_parallel
     kv_budget = max(0, gpu_memory_bytes - weight_bytes - activation_reserve_bytes)
@@ -270,8 +303,15 @@ class StudyRow:
         return self.used_tokens / self.reserved_tokens if self.reserved_tokens else 0.0
 
 
-def concurrency_study(num_tokens: int, block_size: int, prompt_tokens: int, max_output_tokens: int,
-                      mean_output_tokens: float, shape_alpha: float, seed: int) -> list[StudyRow]:
+def concurrency_study(
+    num_tokens: int,
+    block_size: int,
+    prompt_tokens: int,
+    max_output_tokens: int,
+    mean_output_tokens: float,
+    shape_alpha: float,
+    seed: int,
+) -> list[StudyRow]:
     """Requests in flight at once, each at its final length (the worst moment of its life)."""
     per_contiguous = prompt_tokens + max_output_tokens
     num_contiguous = num_tokens // per_contiguous
@@ -301,8 +341,10 @@ def attention_variants(shape: ModelShape) -> list[tuple[str, int]]:
     variants = {shape.num_heads: "MHA", 1: "MQA"}
     if 1 < shape.num_kv_heads < shape.num_heads:
         variants[shape.num_kv_heads] = "GQA"
-    return [(f"{label} ({heads} KV heads){' *' if heads == shape.num_kv_heads else ''}", heads)
-            for heads, label in sorted(variants.items(), reverse=True)]
+    return [
+        (f"{label} ({heads} KV heads){' *' if heads == shape.num_kv_heads else ''}", heads)
+        for heads, label in sorted(variants.items(), reverse=True)
+    ]
 
 
 def format_bytes(num_bytes: float) -> str:
@@ -320,8 +362,9 @@ def build_report(args: argparse.Namespace) -> dict:
     gpu_memory = parse_bytes(args.gpu_memory)
     reserve = parse_reserve(args.activation_reserve, gpu_memory)
     if args.tensor_parallel < 1 or args.block_size < 1 or args.prompt_tokens < 0 or args.max_output_tokens < 2:
-        raise CapacityError("--tensor-parallel and --block-size must be >= 1, --prompt-tokens >= 0, "
-                            "--max-output-tokens >= 2")
+        raise CapacityError(
+            "--tensor-parallel and --block-size must be >= 1, --prompt-tokens >= 0, --max-output-tokens >= 2"
+        )
     plan = plan_capacity(shape, gpu_memory, dtype, kv_dtype, reserve, args.block_size, args.tensor_parallel)
     report = {
         "model": asdict(shape) | {"param_count": shape.param_count},
@@ -332,24 +375,44 @@ def build_report(args: argparse.Namespace) -> dict:
     }
     if plan.num_blocks == 0:
         return report | {"error": shortfall_message(shape, plan, args.tensor_parallel)}
-    study_args = (args.block_size, args.prompt_tokens, args.max_output_tokens, args.mean_output_tokens,
-                  args.pareto_shape, args.seed)
+    study_args = (
+        args.block_size,
+        args.prompt_tokens,
+        args.max_output_tokens,
+        args.mean_output_tokens,
+        args.pareto_shape,
+        args.seed,
+    )
     study = concurrency_study(plan.num_tokens, *study_args)
     attention = []
     for label, heads in attention_variants(shape):
-        variant = plan_capacity(shape, gpu_memory, dtype, kv_dtype, reserve, args.block_size, args.tensor_parallel,
-                                num_kv_heads=heads)
+        variant = plan_capacity(
+            shape, gpu_memory, dtype, kv_dtype, reserve, args.block_size, args.tensor_parallel, num_kv_heads=heads
+        )
         paged = concurrency_study(variant.num_tokens, *study_args)[1]
-        attention.append({"attention": label, "num_kv_heads": heads, "kv_bytes_per_token": variant.kv_bytes_per_token,
-                          "num_tokens": variant.num_tokens, "paged_requests": paged.num_requests})
+        attention.append(
+            {
+                "attention": label,
+                "num_kv_heads": heads,
+                "kv_bytes_per_token": variant.kv_bytes_per_token,
+                "num_tokens": variant.num_tokens,
+                "paged_requests": paged.num_requests,
+            }
+        )
     return report | {
         "study": {
             "prompt_tokens": args.prompt_tokens,
-            "output_tokens": {"distribution": "pareto", "shape": args.pareto_shape, "mean": args.mean_output_tokens,
-                              "max": args.max_output_tokens, "seed": args.seed},
+            "output_tokens": {
+                "distribution": "pareto",
+                "shape": args.pareto_shape,
+                "mean": args.mean_output_tokens,
+                "max": args.max_output_tokens,
+                "seed": args.seed,
+            },
             "rows": [asdict(row) | {"kv_utilization": round(row.kv_utilization, 4)} for row in study],
             "paged_over_contiguous": round(study[1].num_requests / study[0].num_requests, 2)
-            if study[0].num_requests else None,
+            if study[0].num_requests
+            else None,
         },
         "attention": attention,
     }
@@ -392,23 +455,33 @@ def _render_study(report: dict) -> list[str]:
     lines += [f"  {r['scheme']:<26} {r['num_requests']:>10,} {r['kv_utilization']:>9.1%}" for r in study["rows"]]
     ratio = study["paged_over_contiguous"]
     lines += [f"  paged / contiguous: {ratio:.1f}x" if ratio else "  paged / contiguous: n/a (no contiguous slot)", ""]
-    lines += ["Attention variants (same model, same budget; * = as configured)",
-              f"  {'attention':<22} {'KV/token':>12} {'tokens':>12} {'paged requests':>15}"]
-    lines += [f"  {a['attention']:<22} {format_bytes(a['kv_bytes_per_token']):>12} {a['num_tokens']:>12,} "
-              f"{a['paged_requests']:>15,}" for a in report["attention"]]
+    lines += [
+        "Attention variants (same model, same budget; * = as configured)",
+        f"  {'attention':<22} {'KV/token':>12} {'tokens':>12} {'paged requests':>15}",
+    ]
+    lines += [
+        f"  {a['attention']:<22} {format_bytes(a['kv_bytes_per_token']):>12} {a['num_tokens']:>12,} "
+        f"{a['paged_requests']:>15,}"
+        for a in report["attention"]
+    ]
     return lines
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="sluicegate capacity", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", required=True,
-                        help=f"config.json, model folder, or a built-in: {', '.join(BUILTIN_MODELS)}")
+    parser = argparse.ArgumentParser(
+        prog="sluicegate capacity", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--model", required=True, help=f"config.json, model folder, or a built-in: {', '.join(BUILTIN_MODELS)}"
+    )
     parser.add_argument("--gpu-memory", required=True, help="memory of one GPU, e.g. 80GiB, 141GB")
     parser.add_argument("--dtype", default="bf16", help="weight dtype: bf16 (default), fp16, fp32, fp8")
     parser.add_argument("--kv-dtype", default=None, help="KV-cache dtype (default: --dtype)")
-    parser.add_argument("--activation-reserve", default="10%",
-                        help="memory kept for activations and the runtime: a size or a share of the GPU (10%%)")
+    parser.add_argument(
+        "--activation-reserve",
+        default="10%",
+        help="memory kept for activations and the runtime: a size or a share of the GPU (10%%)",
+    )
     parser.add_argument("--tensor-parallel", type=int, default=1, help="GPUs sharing the model (default 1)")
     parser.add_argument("--block-size", type=int, default=16, help="tokens per KV block (default 16)")
     parser.add_argument("--prompt-tokens", type=int, default=200, help="prompt length in the study (default 200)")
@@ -427,8 +500,10 @@ def main(argv: list[str] | None = None) -> int:
             raise CapacityError(f"--pareto-shape {args.pareto_shape}: must be above 1 for a finite mean")
         report = build_report(args)
     except CapacityError as exc:
-        print(json.dumps({"error": str(exc)}) if args.json else f"sluicegate capacity: {exc}",
-              file=sys.stdout if args.json else sys.stderr)
+        print(
+            json.dumps({"error": str(exc)}) if args.json else f"sluicegate capacity: {exc}",
+            file=sys.stdout if args.json else sys.stderr,
+        )
         return 2
     print(json.dumps(report) if args.json else render_report(report))
     return 1 if "error" in report else 0

@@ -105,8 +105,9 @@ def parse_event(event: bytes) -> SseEvent | None:
             retry_ms = int(value)
     if not data:
         return None
-    return SseEvent(b"\n".join(data).decode("utf-8", "replace"), name.decode("utf-8", "replace") or "message",
-                    event_id, retry_ms)
+    return SseEvent(
+        b"\n".join(data).decode("utf-8", "replace"), name.decode("utf-8", "replace") or "message", event_id, retry_ms
+    )
 
 
 class SseReader:

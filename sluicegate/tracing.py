@@ -157,8 +157,12 @@ def inject_headers(headers: MutableMapping[str, str], context: Context | None = 
 
 
 @contextmanager
-def server_span(scope_name: str, span_name: str, headers: Mapping[str, str] | AsgiHeaders,
-                attributes: Mapping[str, str | int | float | bool] | None = None) -> Iterator[trace.Span]:
+def server_span(
+    scope_name: str,
+    span_name: str,
+    headers: Mapping[str, str] | AsgiHeaders,
+    attributes: Mapping[str, str | int | float | bool] | None = None,
+) -> Iterator[trace.Span]:
     """A SERVER span continuing the caller's trace from its headers, current for the duration of the block."""
     with tracer(scope_name).start_as_current_span(
         span_name, context=extract_context(headers), kind=trace.SpanKind.SERVER, attributes=attributes
@@ -166,8 +170,14 @@ def server_span(scope_name: str, span_name: str, headers: Mapping[str, str] | As
         yield span
 
 
-def record_span(scope_name: str, span_name: str, start_time_ns: int, end_time_ns: int, parent: Context | None = None,
-                attributes: Mapping[str, str | int | float | bool] | None = None) -> None:
+def record_span(
+    scope_name: str,
+    span_name: str,
+    start_time_ns: int,
+    end_time_ns: int,
+    parent: Context | None = None,
+    attributes: Mapping[str, str | int | float | bool] | None = None,
+) -> None:
     """A finished span from timestamps taken elsewhere (the engine loop times queue/prefill/decode per request and
     reports them when the request ends, instead of holding spans open across steps). Times: time.time_ns()."""
     span = tracer(scope_name).start_span(span_name, context=parent, start_time=start_time_ns, attributes=attributes)

@@ -5,9 +5,11 @@
       models/tiny/       the tiny offline model, made on first run
       gateway.yaml       the generated gateway config (replicas on free loopback ports)
       tenants.yaml       the demo tenant and its key, seeded into the gateway at start
+      demo-key           the demo API key (mode 0600), reused by every run: with Redis, one key, not one per run
       logs/*.log         each child's output
 
-Quotas live in the gateway's in-process store unless REDIS_URL is set. Ctrl-C (or SIGTERM) stops the gateway
+Quotas live in the gateway's in-process store unless REDIS_URL is set. The banner prints the admin API's token
+(made for the run unless SLUICEGATE_ADMIN_TOKEN is set). Ctrl-C (or SIGTERM) stops the gateway
 first, then the replicas together, each with SIGTERM and a bounded wait before SIGKILL. Children run in their own session
 (a terminal's Ctrl-C reaches only this supervisor, which stops them in order) and get SIGTERM from the kernel if
 the supervisor dies without cleaning up, so no replica outlives it.
@@ -19,7 +21,6 @@ import argparse
 import fcntl
 import json
 import os
-import secrets
 import shutil
 import signal
 import socket
@@ -34,8 +35,9 @@ from pathlib import Path
 
 import yaml
 
+from sluicegate.up_demo import DEMO_TENANT, admin_token, demo_key, foreign_keys
+
 MODEL_NAME = "tiny"
-DEMO_TENANT = "demo"
 NUM_REPLICAS = 2
 STOP_TIMEOUT_S = 15.0
 # Tiny model, fp32 on CPU: 512 bytes of KV per token, so 64 MiB holds 131k tokens per replica.
@@ -60,6 +62,9 @@ class Stack:
 
     gateway_url: str = ""
     api_key: str = ""
+    admin_token: str = ""
+    admin_token_made: bool = False
+    """Made for this run (printed), rather than given in SLUICEGATE_ADMIN_TOKEN (not echoed)."""
     children: list[Child] = field(default_factory=list)
 
 
@@ -85,7 +90,9 @@ def check_port_free(host: str, port: int) -> None:
         try:
             sock.bind((host, port))
         except OSError as exc:
-            raise UpError(f"cannot listen on {host}:{port} ({exc.strerror}); pass --port N (0 picks a free port)")
+            raise UpError(
+                f"cannot listen on {host}:{port} ({exc.strerror}); pass --port N (0 picks a free port)"
+            ) from None
 
 
 class StackLock:
@@ -136,9 +143,14 @@ def ensure_model(model_dir: Path, log_dir: Path) -> None:
     log_path = log_dir / "make-tiny-model.log"
     with open(log_path, "wb") as log:
         # Its own session, like the other children: a Ctrl-C now stops the stack once the model is written.
-        result = subprocess.run(_sluicegate("make-tiny-model", str(partial_dir)), stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                                preexec_fn=_kill_with_parent)
+        result = subprocess.run(
+            _sluicegate("make-tiny-model", str(partial_dir)),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_kill_with_parent,
+        )
     if result.returncode != 0:
         raise UpError(f"making the tiny model failed; see {log_path}")
     partial_dir.rename(model_dir)
@@ -148,20 +160,23 @@ def _sluicegate(*args: str) -> list[str]:
     return [sys.executable, "-m", "sluicegate.cli", *args]
 
 
-def write_gateway_files(state_dir: Path, host: str, port: int, model_dir: Path, replica_urls: list[str],
-                        api_key: str) -> Path:
+def write_gateway_files(
+    state_dir: Path, host: str, port: int, model_dir: Path, replica_urls: list[str], api_key: str
+) -> Path:
     """The gateway config and the demo tenant's seed (see docs/operations.md for every field)."""
     seed_path = state_dir / "tenants.yaml"
     seed = {
-        "tenants": [{
-            "id": DEMO_TENANT,
-            "rpm": 600,
-            "input_tpm": 200_000,
-            "output_tpm": 100_000,
-            "max_concurrent": 16,
-            "models": [MODEL_NAME],
-            "keys": [{"key": api_key, "name": "sluicegate up demo key"}],
-        }]
+        "tenants": [
+            {
+                "id": DEMO_TENANT,
+                "rpm": 600,
+                "input_tpm": 200_000,
+                "output_tpm": 100_000,
+                "max_concurrent": 16,
+                "models": [MODEL_NAME],
+                "keys": [{"key": api_key, "name": "sluicegate up demo key"}],
+            }
+        ]
     }
     seed_path.write_text(yaml.safe_dump(seed, sort_keys=False))
     config_path = state_dir / "gateway.yaml"
@@ -171,11 +186,13 @@ def write_gateway_files(state_dir: Path, host: str, port: int, model_dir: Path, 
         "tenants_seed": str(seed_path),
         "redis": {"url_env": "REDIS_URL"},
         "router": "gateway.routing.factory:build_router",  # prefix-affinity routing on the replicas' KV events
-        "models": {MODEL_NAME: {
-            "tokenizer": str(model_dir),
-            "replicas": [{"name": f"engine-{i}", "url": url} for i, url in enumerate(replica_urls)],
-            "block_size": 16,
-        }},
+        "models": {
+            MODEL_NAME: {
+                "tokenizer": str(model_dir),
+                "replicas": [{"name": f"engine-{i}", "url": url} for i, url in enumerate(replica_urls)],
+                "block_size": 16,
+            }
+        },
     }
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     return config_path
@@ -184,8 +201,15 @@ def write_gateway_files(state_dir: Path, host: str, port: int, model_dir: Path, 
 def start_child(name: str, argv: list[str], log_dir: Path, health_url: str, env: dict[str, str]) -> Child:
     log_path = log_dir / f"{name}.log"
     with open(log_path, "wb") as log:
-        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                   start_new_session=True, preexec_fn=_kill_with_parent)
+        process = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+            preexec_fn=_kill_with_parent,
+        )
     return Child(name, process, log_path, health_url)
 
 
@@ -195,8 +219,10 @@ def wait_healthy(children: list[Child], timeout_s: float, stop: threading.Event)
     while pending:
         for child in list(pending):
             if child.process.poll() is not None:
-                raise UpError(f"{child.name} exited with status {child.process.returncode} while starting:\n"
-                              f"{_tail(child.log_path)}")
+                raise UpError(
+                    f"{child.name} exited with status {child.process.returncode} while starting:\n"
+                    f"{_tail(child.log_path)}"
+                )
             if _answers(child.health_url):
                 pending.remove(child)
         if stop.is_set():
@@ -212,8 +238,11 @@ def wait_routable(stack: Stack, timeout_s: float, stop: threading.Event) -> None
     """The gateway's /health does not say whether its router has seen a healthy replica yet (its probes run every
     few seconds): one real completion through it, retried while it answers 503, proves the whole path works."""
     body = json.dumps({"model": MODEL_NAME, "prompt": "ready?", "max_tokens": 1}).encode()
-    request = urllib.request.Request(f"{stack.gateway_url}/v1/completions", data=body, headers={
-        "Authorization": f"Bearer {stack.api_key}", "Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{stack.gateway_url}/v1/completions",
+        data=body,
+        headers={"Authorization": f"Bearer {stack.api_key}", "Content-Type": "application/json"},
+    )
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -222,7 +251,9 @@ def wait_routable(stack: Stack, timeout_s: float, stop: threading.Event) -> None
                     return
         except urllib.error.HTTPError as exc:
             if exc.code != 503:
-                raise UpError(f"a first request through the gateway failed: HTTP {exc.code} {exc.read()[:300]!r}")
+                raise UpError(
+                    f"a first request through the gateway failed: HTTP {exc.code} {exc.read()[:300]!r}"
+                ) from None
         except (urllib.error.URLError, OSError):
             pass
         if stop.is_set():
@@ -270,8 +301,22 @@ def replica_args(model_dir: Path, port: int) -> list[str]:
     """`sluicegate engine` flags of one replica: CPU, a share of the cores (the replicas and the gateway run side
     by side), a small KV pool, a short drain so Ctrl-C is quick."""
     threads = max(1, (os.cpu_count() or 1) // NUM_REPLICAS)
-    return ["--model", str(model_dir), "--port", str(port), "--device", "cpu", "--cpu-threads", str(threads),
-            "--kv-cache-memory-bytes", str(REPLICA_KV_CACHE_BYTES), "--drain-timeout-s", "5", "--log-level", "warning"]
+    return [
+        "--model",
+        str(model_dir),
+        "--port",
+        str(port),
+        "--device",
+        "cpu",
+        "--cpu-threads",
+        str(threads),
+        "--kv-cache-memory-bytes",
+        str(REPLICA_KV_CACHE_BYTES),
+        "--drain-timeout-s",
+        "5",
+        "--log-level",
+        "warning",
+    ]
 
 
 def start_stack(args: argparse.Namespace, state_dir: Path, stop: threading.Event, stack: Stack) -> None:
@@ -284,9 +329,9 @@ def start_stack(args: argparse.Namespace, state_dir: Path, stop: threading.Event
 
     client_host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
     stack.gateway_url = gateway_url = f"http://{client_host}:{gateway_port}"
-    stack.api_key = api_key = os.environ.get("SLUICEGATE_DEMO_KEY") or "sk-sg-demo-" + secrets.token_urlsafe(24)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.setdefault("SLUICEGATE_ADMIN_TOKEN", "sk-admin-" + secrets.token_hex(16))
+    stack.api_key = api_key = demo_key(state_dir)
+    stack.admin_token, stack.admin_token_made = admin_token(dict(os.environ))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "SLUICEGATE_ADMIN_TOKEN": stack.admin_token}
 
     replica_urls = []
     for i in range(NUM_REPLICAS):
@@ -296,8 +341,9 @@ def start_stack(args: argparse.Namespace, state_dir: Path, stop: threading.Event
         stack.children.append(start_child(f"engine-{i}", argv, log_dir, f"{url}/health", env))
         replica_urls.append(url)
     config_path = write_gateway_files(state_dir, args.host, gateway_port, model_dir, replica_urls, api_key)
-    gateway = start_child("gateway", _sluicegate("gateway", "--config", str(config_path)), log_dir,
-                          f"{gateway_url}/health", env)
+    gateway = start_child(
+        "gateway", _sluicegate("gateway", "--config", str(config_path)), log_dir, f"{gateway_url}/health", env
+    )
     stack.children.insert(0, gateway)
     started_s = time.monotonic()
     wait_healthy(stack.children, args.startup_timeout_s, stop)
@@ -310,6 +356,10 @@ def banner(stack: Stack, state_dir: Path) -> str:
     store = "Redis (REDIS_URL)" if os.environ.get("REDIS_URL") else "in-process (set REDIS_URL for Redis)"
     replicas = ", ".join(c.health_url.removesuffix("/health") for c in stack.children if c.name.startswith("engine"))
     body = json.dumps({"model": MODEL_NAME, "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 32})
+    admin = stack.admin_token if stack.admin_token_made else "(SLUICEGATE_ADMIN_TOKEN)"
+    others = foreign_keys(stack.gateway_url, stack.admin_token, stack.api_key)
+    # A shared Redis may hold the tenant from elsewhere: say so rather than mix in silently.
+    note = f"\n  note      tenant {DEMO_TENANT} also holds keys not made here: {', '.join(others)}" if others else ""
     return f"""
 Sluicegate is up. Ctrl-C stops it.
   gateway   {base_url}
@@ -317,7 +367,10 @@ Sluicegate is up. Ctrl-C stops it.
   quotas    {store}
   tenant    {DEMO_TENANT}
   api key   {stack.api_key}
-  logs      {state_dir / 'logs'}
+  admin     {admin}
+  logs      {state_dir / "logs"}{note}
+
+sluicegate admin --url {stack.gateway_url} --token {admin} tenants list
 
 curl {base_url}/chat/completions \\
   -H "Authorization: Bearer {stack.api_key}" -H "Content-Type: application/json" \\
@@ -338,8 +391,12 @@ def supervise(stack: Stack, stop: threading.Event) -> int:
     while not stop.wait(0.5):
         for child in stack.children:
             if child.process.poll() is not None:
-                print(f"\n{child.name} exited with status {child.process.returncode}; stopping the stack.\n"
-                      f"{_tail(child.log_path)}", file=sys.stderr, flush=True)
+                print(
+                    f"\n{child.name} exited with status {child.process.returncode}; stopping the stack.\n"
+                    f"{_tail(child.log_path)}",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 return 1
     return 0
 
@@ -348,10 +405,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="sluicegate up", description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1", help="gateway address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="gateway port (default 8000; 0 picks a free one)")
-    parser.add_argument("--state-dir", default=".sluicegate",
-                        help="lock, models, configs and logs (default .sluicegate)")
-    parser.add_argument("--startup-timeout-s", type=float, default=180.0,
-                        help="wait this long for every process to be healthy (default 180)")
+    parser.add_argument(
+        "--state-dir", default=".sluicegate", help="lock, models, configs and logs (default .sluicegate)"
+    )
+    parser.add_argument(
+        "--startup-timeout-s",
+        type=float,
+        default=180.0,
+        help="wait this long for every process to be healthy (default 180)",
+    )
     return parser.parse_args(argv)
 
 

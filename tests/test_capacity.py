@@ -19,9 +19,9 @@ from sluicegate.capacity import (
     derived_param_count,
     kv_bytes_per_token,
     load_model_shape,
+    output_lengths,
     parse_bytes,
     plan_capacity,
-    output_lengths,
 )
 
 GIB = 1 << 30
@@ -95,8 +95,14 @@ def test_paged_serves_at_least_five_times_more_requests(capsys):
 
 
 def test_study_is_seeded():
-    args = dict(num_tokens=100_000, block_size=16, prompt_tokens=200, max_output_tokens=4096,
-                mean_output_tokens=150, shape_alpha=1.5)
+    args = dict(
+        num_tokens=100_000,
+        block_size=16,
+        prompt_tokens=200,
+        max_output_tokens=4096,
+        mean_output_tokens=150,
+        shape_alpha=1.5,
+    )
     assert concurrency_study(**args, seed=3) == concurrency_study(**args, seed=3)
     assert sample_output_lengths(50, 150, 4096, 1.5, seed=1) != sample_output_lengths(50, 150, 4096, 1.5, seed=2)
 
@@ -127,14 +133,19 @@ def write_llama_folder(folder: Path, config: dict) -> None:
     for i in range(config["num_hidden_layers"]):
         p = f"model.layers.{i}."
         shapes |= {
-            p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
-            p + "self_attn.q_proj.weight": (heads * d, h), p + "self_attn.k_proj.weight": (kv_heads * d, h),
-            p + "self_attn.v_proj.weight": (kv_heads * d, h), p + "self_attn.o_proj.weight": (h, heads * d),
-            p + "mlp.gate_proj.weight": (inter, h), p + "mlp.up_proj.weight": (inter, h),
+            p + "input_layernorm.weight": (h,),
+            p + "post_attention_layernorm.weight": (h,),
+            p + "self_attn.q_proj.weight": (heads * d, h),
+            p + "self_attn.k_proj.weight": (kv_heads * d, h),
+            p + "self_attn.v_proj.weight": (kv_heads * d, h),
+            p + "self_attn.o_proj.weight": (h, heads * d),
+            p + "mlp.gate_proj.weight": (inter, h),
+            p + "mlp.up_proj.weight": (inter, h),
             p + "mlp.down_proj.weight": (h, inter),
         }
-    save_file({name: np.zeros(shape, dtype=np.float16) for name, shape in shapes.items()},
-              str(folder / "model.safetensors"))
+    save_file(
+        {name: np.zeros(shape, dtype=np.float16) for name, shape in shapes.items()}, str(folder / "model.safetensors")
+    )
     (folder / "config.json").write_text(json.dumps(config))
 
 

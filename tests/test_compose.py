@@ -24,17 +24,33 @@ ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES = COMPOSE["services"]
 PROFILES = ("cpu", "gpu")
+PROFILE_SETS = [("cpu",), ("gpu",), ("cpu", "demo")]  # what `docker compose --profile ... up` is run with
 ENGINE_PORT = 8100
 GATEWAY_PORT = 8000
 
 
-def interpolate(value: str) -> str:
-    """Compose's ${VAR:-default} / ${VAR:?error} / ${VAR} with nothing set (the defaults a fresh checkout gets)."""
-    return re.sub(r"\$\{(\w+)(?::?[-?]([^}]*))?\}", lambda m: m.group(2) or "", value)
+class MissingVariable(Exception):
+    """A ${VAR:?message} with VAR unset or empty: compose refuses to start and prints the message."""
 
 
-def active_services(profile: str) -> dict[str, dict]:
-    return {name: s for name, s in SERVICES.items() if not s.get("profiles") or profile in s["profiles"]}
+def interpolate(value: str, env: dict[str, str] | None = None) -> str:
+    """Compose's ${VAR}, ${VAR:-default} and ${VAR:?message} against `env` (default: nothing set, what a fresh
+    checkout without a .env gets)."""
+    env = env or {}
+
+    def one(match: re.Match) -> str:
+        name, operator, argument = match.group(1), match.group(2) or "", match.group(3) or ""
+        if env.get(name):
+            return env[name]
+        if operator == ":?":
+            raise MissingVariable(f"{name}: {argument}")
+        return argument
+
+    return re.sub(r"\$\{(\w+)(?:(:[-?])([^}]*))?\}", one, value)
+
+
+def active_services(*profiles: str) -> dict[str, dict]:
+    return {name: s for name, s in SERVICES.items() if not s.get("profiles") or set(profiles) & set(s["profiles"])}
 
 
 def host_names(services: dict[str, dict]) -> dict[str, str]:
@@ -57,12 +73,12 @@ def test_compose_file_matches_the_compose_schema():
     assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors)
 
 
-@pytest.mark.parametrize("profile", PROFILES)
-def test_depends_on_targets_exist_and_their_conditions_can_be_met(profile):
-    services = active_services(profile)
+@pytest.mark.parametrize("profiles", PROFILE_SETS)
+def test_depends_on_targets_exist_and_their_conditions_can_be_met(profiles):
+    services = active_services(*profiles)
     for name, service in services.items():
         for target, dependency in (service.get("depends_on") or {}).items():
-            assert target in services, f"{name} depends on {target}, not started in profile {profile}"
+            assert target in services, f"{name} depends on {target}, not started in profiles {profiles}"
             condition = dependency["condition"]
             if condition == "service_healthy":
                 assert "healthcheck" in services[target], f"{name} waits for {target} to be healthy: no healthcheck"
@@ -117,6 +133,90 @@ def test_services_without_a_profile_run_no_engine():
     assert not [name for name in always if "engine" in " ".join(SERVICES[name].get("command", [])[:2])]
 
 
+def env_example() -> dict[str, str]:
+    lines = (ROOT / ".env.example").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+
+
+def required_variables() -> set[str]:
+    """Every ${VAR:?...} in the compose file: compose refuses to start while one is unset or empty."""
+    return set(re.findall(r"\$\{(\w+):\?", (ROOT / "docker-compose.yml").read_text()))
+
+
+def published(service: dict, env: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """(host address, host port) of each published port: HOST:PUBLISHED:TARGET, or PUBLISHED:TARGET (every
+    interface, the unsafe form)."""
+    out = []
+    for port in service.get("ports", []):
+        parts = interpolate(str(port), env).split(":")
+        out.append((parts[0], parts[1]) if len(parts) == 3 else ("0.0.0.0", parts[0]))
+    return out
+
+
+def test_compose_refuses_to_start_without_an_admin_token():
+    """No default admin token (it used to be `change-me`): unset, compose stops with the message; .env.example
+    lists every such setting, blank, for the operator to fill in."""
+    gateway_env = SERVICES["gateway"]["environment"]
+    with pytest.raises(MissingVariable, match="SLUICEGATE_ADMIN_TOKEN: set it in .env"):
+        interpolate(gateway_env["SLUICEGATE_ADMIN_TOKEN"])
+    assert interpolate(gateway_env["SLUICEGATE_ADMIN_TOKEN"], {"SLUICEGATE_ADMIN_TOKEN": "s3cret"}) == "s3cret"
+    assert {"SLUICEGATE_ADMIN_TOKEN", "GRAFANA_ADMIN_PASSWORD"} <= required_variables()
+    example = env_example()
+    assert required_variables() <= set(example) and not any(example[name] for name in required_variables())
+    assert "change-me" not in (ROOT / "docker-compose.yml").read_text()
+    assert ".env" in (ROOT / ".gitignore").read_text().splitlines()  # the filled-in secrets stay out of git
+
+
+@pytest.mark.parametrize("profiles", PROFILE_SETS)
+def test_every_published_port_listens_on_loopback_unless_told_otherwise(profiles):
+    for name, service in active_services(*profiles).items():
+        for address, port in published(service):
+            assert address == "127.0.0.1", f"{name} publishes {port} on {address}"
+    assert published(SERVICES["gateway"], {"SLUICEGATE_BIND": "0.0.0.0"}) == [("0.0.0.0", str(GATEWAY_PORT))]
+
+
+def test_demo_keys_exist_only_in_the_demo_profile():
+    """The default stack seeds no key at all; the `demo` profile's one-shot job makes one through the admin API
+    (random, shown once), and only when the demo tenant has none."""
+    seed = yaml.safe_load((ROOT / "docker/tenants.yaml").read_text())
+    assert [tenant.get("keys", []) for tenant in seed["tenants"]] == [[]] * len(seed["tenants"])
+    job = SERVICES["demo-key"]
+    assert job["profiles"] == ["demo"] and job["restart"] == "no"
+    assert job["depends_on"] == {"gateway": {"condition": "service_healthy"}}
+    assert job["environment"]["SLUICEGATE_ADMIN_URL"] == f"http://gateway:{GATEWAY_PORT}"
+    assert job["environment"]["SLUICEGATE_ADMIN_TOKEN"] == SERVICES["gateway"]["environment"]["SLUICEGATE_ADMIN_TOKEN"]
+    script = job["command"][2]
+    from gateway.admin.cli import _parser, _request
+
+    demo = seed["tenants"][0]["id"]
+    for argv in (f"keys list {demo}", f"keys create {demo} --name compose-demo-key"):
+        assert _request(_parser().parse_args(argv.split()))[0] in ("GET", "POST")
+        assert f"sluicegate admin {argv.split(' --')[0]}" in script
+    assert "'compose demo key'" in script and '"name": "compose demo key"' in script
+
+
+def test_demo_key_job_makes_one_key_however_often_it_runs(tmp_path):
+    """The job's shell script against a real gateway (in-process store), as compose runs it twice: one key, shown
+    by the first run only."""
+    from tests.gateway.conftest import ADMIN_TOKEN, Admin, gateway_config, serve_gateway
+
+    config = gateway_config(["http://127.0.0.1:9"], None)
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "SLUICEGATE_ADMIN_TOKEN": ADMIN_TOKEN,
+    }
+    job = SERVICES["demo-key"]
+    with serve_gateway(config) as gateway:
+        Admin(gateway.url).tenant("demo")
+        env["SLUICEGATE_ADMIN_URL"] = gateway.url
+        runs = [subprocess.run(job["command"], env=env, capture_output=True, text=True, timeout=60) for _ in "12"]
+        keys = Admin(gateway.url).http.get("/tenants/demo/keys").json()["data"]
+    assert [run.returncode for run in runs] == [0, 0], [run.stderr for run in runs]
+    assert json.loads(runs[0].stdout)["key"].startswith("sk-sg-") and "exists" in runs[1].stdout
+    assert [key["name"] for key in keys] == ["compose demo key"]
+
+
 def test_redis_persists_with_aof():
     command = SERVICES["redis"]["command"]
     assert command[command.index("--appendonly") + 1] == "yes"
@@ -144,8 +244,10 @@ def test_mounted_files_build_files_and_named_volumes_exist():
 def test_prometheus_scrapes_every_sluicegate_process(profile):
     prometheus = yaml.safe_load((ROOT / "config/prometheus.yml").read_text())
     names = host_names(active_services(profile))
-    targets = {job["job_name"]: [t for sc in job["static_configs"] for t in sc["targets"]]
-               for job in prometheus["scrape_configs"]}
+    targets = {
+        job["job_name"]: [t for sc in job["static_configs"] for t in sc["targets"]]
+        for job in prometheus["scrape_configs"]
+    }
     assert sorted(targets["sluicegate-engine"]) == [f"engine-0:{ENGINE_PORT}", f"engine-1:{ENGINE_PORT}"]
     assert targets["sluicegate-gateway"] == [f"gateway:{GATEWAY_PORT}"]
     for target in targets["sluicegate-engine"] + targets["sluicegate-gateway"] + targets["otel-collector"]:
@@ -177,12 +279,10 @@ def exported_sample_names(registry) -> set[str]:
 
 def test_dashboard_queries_only_metrics_the_gateway_and_engine_export():
     from engine.server.metrics import ServerMetrics
-    from engine.stats import EngineStats
     from gateway.metrics import GatewayMetrics
     from gateway.routing.metrics import RoutingMetrics
 
     engine_metrics = ServerMetrics("tiny")
-    engine_metrics.stats = EngineStats()  # the stats collector reports its series once the engine published stats
     gateway_registry = GatewayMetrics().registry
     RoutingMetrics(gateway_registry)  # the prefix-aware router registers its series on the gateway's registry
     known = exported_sample_names(gateway_registry) | exported_sample_names(engine_metrics.registry)
@@ -193,8 +293,15 @@ def test_dashboard_queries_only_metrics_the_gateway_and_engine_export():
     used = {m for e in exprs for m in re.findall(r"\b(?:sluicegate_\w+|vllm:\w+)", e)}
     assert used and used <= known, f"metrics nobody exports: {sorted(used - known)}"
     titles = " | ".join(p["title"] for p in panels).lower()
-    for needle in ("tokens/s by tenant", "time to first token", "inter-token", "429", "kv-cache usage",
-                   "prefix-cache hit rate", "guardrail"):
+    for needle in (
+        "tokens/s by tenant",
+        "time to first token",
+        "inter-token",
+        "429",
+        "kv-cache usage",
+        "prefix-cache hit rate",
+        "guardrail",
+    ):
         assert needle in titles
     assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])
 
@@ -230,8 +337,12 @@ def test_engine_image_has_cpu_and_gpu_targets():
 
 
 def gateway_requirements() -> list[str]:
-    out = subprocess.run([sys.executable, str(ROOT / "docker/requirements.py"), str(ROOT / "pyproject.toml"),
-                          "torch", "triton"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "docker/requirements.py"), str(ROOT / "pyproject.toml"), "torch", "triton"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return [re.split(r"[<>=!~;\[ ]", line, maxsplit=1)[0].lower() for line in out.splitlines() if line]
 
 
@@ -280,8 +391,18 @@ print("torch" in blocked, "torch" in sys.modules)
 
 def test_gateway_imports_with_only_the_gateway_image_distributions():
     result = subprocess.run(
-        [sys.executable, "-c", _IMPORT_WITH_IMAGE_DISTRIBUTIONS, ",".join(GATEWAY_IMAGE_MODULES), *gateway_requirements()],
-        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120,
+        [
+            sys.executable,
+            "-c",
+            _IMPORT_WITH_IMAGE_DISTRIBUTIONS,
+            ",".join(GATEWAY_IMAGE_MODULES),
+            *gateway_requirements(),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ["True", "False"]
@@ -304,4 +425,4 @@ def test_compose_gateway_config_loads_with_the_gateways_own_loader(tmp_path, mon
     seed = yaml.safe_load((ROOT / "docker/tenants.yaml").read_text())
     assert seed["tenants"][0]["models"] == ["tiny"]
     assert seed["tenants"][0]["guardrails"] in config.guardrails["policies"]
-    assert "/etc/sluicegate/tenants.yaml" == raw["tenants_seed"]
+    assert raw["tenants_seed"] == "/etc/sluicegate/tenants.yaml"

@@ -77,7 +77,7 @@ def test_writer_round_trips_multi_line_payloads():
 
 
 def test_replace_data_keeps_other_fields_where_they_were():
-    event = split_events(b"id: 1\ndata: {\"a\":\ndata: 1}\nevent: e\n\n")[0]
+    event = split_events(b'id: 1\ndata: {"a":\ndata: 1}\nevent: e\n\n')[0]
     assert replace_data(event, b'{"a":2}') == b'id: 1\ndata: {"a":2}\nevent: e\n\n'
     assert parse_event(b": only a comment") is None
 

@@ -42,7 +42,11 @@ def test_one_trace_from_gateway_stages_to_engine_stages(tiny_model_dir, exporter
     by_name = {}
     for span in spans:
         by_name.setdefault(span.name, []).append(span)
-    gateway_request = [s for s in by_name.get(tracing.GATEWAY_REQUEST, []) if s.attributes.get("url.path", "").endswith("/chat/completions")]
+    gateway_request = [
+        s
+        for s in by_name.get(tracing.GATEWAY_REQUEST, [])
+        if s.attributes.get("url.path", "").endswith("/chat/completions")
+    ]
     assert gateway_request, sorted(by_name)
     trace_id = gateway_request[0].context.trace_id
     in_trace = {s.name for s in spans if s.context.trace_id == trace_id}

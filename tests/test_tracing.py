@@ -66,8 +66,9 @@ def gateway_app(engine_url: str) -> Starlette:
                     pass
             with tracing.tracer("gateway").start_as_current_span("upstream", kind=trace.SpanKind.CLIENT):
                 async with httpx.AsyncClient() as client:
-                    upstream = await client.post(f"{engine_url}/v1/completions", json={},
-                                                 headers=tracing.inject_headers({}))
+                    upstream = await client.post(
+                        f"{engine_url}/v1/completions", json={}, headers=tracing.inject_headers({})
+                    )
         return JSONResponse(upstream.json())
 
     return Starlette(routes=[Route("/v1/completions", complete, methods=["POST"])])
@@ -90,8 +91,13 @@ def test_one_trace_across_gateway_and_engine(exporter):
     assert response.json() == {"ok": True}
 
     spans = spans_by_name(exporter)
-    expected = {tracing.GATEWAY_REQUEST, tracing.ENGINE_REQUEST, "upstream", *tracing.ENGINE_STAGES,
-                *tracing.GATEWAY_STAGES[:-2]}
+    expected = {
+        tracing.GATEWAY_REQUEST,
+        tracing.ENGINE_REQUEST,
+        "upstream",
+        *tracing.ENGINE_STAGES,
+        *tracing.GATEWAY_STAGES[:-2],
+    }
     assert set(spans) == expected
     assert {format(s.context.trace_id, "032x") for s in spans.values()} == {CLIENT_TRACE_ID}
     # Parent links: client -> gateway.request -> upstream -> engine.request -> queue/prefill/decode.

@@ -12,10 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 
 from sluicegate.up import REPLICA_KV_CACHE_BYTES, replica_args
+from sluicegate.up_demo import DEMO_KEY_ENV, DEMO_TENANT, admin_token, demo_key
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -52,13 +54,14 @@ def alive(pid: int) -> bool:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     state_dir = tmp_path_factory.mktemp("up-state")
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "SLUICEGATE_DEMO_KEY")}
-    process = subprocess.Popen(up_command(state_dir), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env=env)
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", DEMO_KEY_ENV, "SLUICEGATE_ADMIN_TOKEN")}
+    process = subprocess.Popen(
+        up_command(state_dir), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
     lines = []
     for line in process.stdout:
         lines.append(line)
-        if line.startswith("EOF") and any(l.startswith("python - <<") for l in lines):
+        if line.startswith("EOF") and any(other.startswith("python - <<") for other in lines):
             break
     output = "".join(lines)
     if process.poll() is not None or "api key" not in output:
@@ -108,6 +111,35 @@ def test_printed_key_serves_a_completion_through_the_gateway(stack):
     assert completion.usage.completion_tokens == 8 and completion.choices[0].text
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=base_url, api_key="sk-sg-wrong", max_retries=0).models.list()
+
+
+def test_printed_admin_token_works_and_the_tenant_holds_only_the_demo_key(stack):
+    _, output, state_dir = stack
+    gateway = re.search(r"^  gateway   (\S+)/v1$", output, re.M).group(1)
+    token = re.search(r"^  admin     (\S+)$", output, re.M).group(1)
+    api_key = re.search(r"^  api key   (\S+)$", output, re.M).group(1)
+    assert re.search(rf"^  tenant    {DEMO_TENANT}$", output, re.M) and "note" not in output
+    assert api_key == (state_dir / "demo-key").read_text().strip()  # kept for the next run to reuse
+    keys = httpx.get(f"{gateway}/admin/v1/tenants/{DEMO_TENANT}/keys", headers={"authorization": f"Bearer {token}"})
+    assert keys.status_code == 200, keys.text
+    assert [k["name"] for k in keys.json()["data"]] == ["sluicegate up demo key"]
+    assert f"sluicegate admin --url {gateway} --token {token} tenants list" in output
+
+
+def test_demo_key_is_kept_and_reused(tmp_path, monkeypatch):
+    """With Redis the seed adds a key only when its digest is new: the same key every run means one key."""
+    monkeypatch.delenv(DEMO_KEY_ENV, raising=False)
+    first = demo_key(tmp_path)
+    assert first.startswith("sk-sg-demo-") and demo_key(tmp_path) == first
+    assert (tmp_path / "demo-key").stat().st_mode & 0o777 == 0o600
+    monkeypatch.setenv(DEMO_KEY_ENV, "sk-sg-given")
+    assert demo_key(tmp_path) == "sk-sg-given"
+
+
+def test_admin_token_is_made_unless_given():
+    made, was_made = admin_token({})
+    assert was_made and made.startswith("sk-admin-") and len(made) > 30 and admin_token({})[0] != made
+    assert admin_token({"SLUICEGATE_ADMIN_TOKEN": "mine"}) == ("mine", False)
 
 
 def test_printed_python_snippet_runs(stack):

@@ -81,12 +81,14 @@ def _checks(ops, p: Profile, device: str):
     for (layout, num_kv, per_kv), dtype in combos:
         tag = f"{layout} {_short(dtype)}"
         yield f"decode {tag} ragged", _attention(ops, p, device, "decode", p.decode_lens, None, num_kv, per_kv, dtype)
-        yield f"prefill {tag} ragged+prefix", _attention(
-            ops, p, device, "prefill", p.prefill_lens, p.prefill_query_lens, num_kv, per_kv, dtype
+        yield (
+            f"prefill {tag} ragged+prefix",
+            _attention(ops, p, device, "prefill", p.prefill_lens, p.prefill_query_lens, num_kv, per_kv, dtype),
         )
     _, num_kv, per_kv = p.layouts[0]
-    yield f"decode split-K ctx={max(p.split_lens)}", _attention(
-        ops, p, device, "decode", p.split_lens, None, num_kv, per_kv, first_dtype
+    yield (
+        f"decode split-K ctx={max(p.split_lens)}",
+        _attention(ops, p, device, "decode", p.split_lens, None, num_kv, per_kv, first_dtype),
     )
     yield "decode+prefill+write block ids > 2**31 elems", lambda: _big_offsets(ops, p, device, first_dtype)
     for dtype in p.dtypes:
@@ -123,8 +125,11 @@ def _big_offsets(ops, p: Profile, device: str, dtype: torch.dtype) -> tuple[floa
     assert int(case.block_tables.min()) * block_elems >= 2**31
     decode = (case.query[[0, -1]], *decode_args(case)[1:])
     errors = [_max_err(ops.paged_decode_attention(*decode), reference.paged_decode_attention(*decode))]
-    errors.append(_max_err(ops.paged_prefill_attention(*prefill_args(case)),
-                           reference.paged_prefill_attention(*prefill_args(case))))
+    errors.append(
+        _max_err(
+            ops.paged_prefill_attention(*prefill_args(case)), reference.paged_prefill_attention(*prefill_args(case))
+        )
+    )
     slots = case.used_block_ids[:4] * p.block_size + torch.tensor([0, 3, 9, 15], device=device)
     new = torch.randn(2, 4, num_kv, head_dim, device=device).to(dtype)
     ops.write_kv_cache(new[0], new[1], case.key_cache, case.value_cache, slots)

@@ -152,8 +152,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             config = LLAMA3_8B
             model_dir = write_model_dir(Path(tmp) / "llama3-8b-shape", config)
-            engine_args = {"dtype": "bfloat16", "max_num_seqs": 256, "max_num_batched_tokens": 8192,
-                           "max_model_len": 4096}
+            engine_args = {
+                "dtype": "bfloat16",
+                "max_num_seqs": 256,
+                "max_num_batched_tokens": 8192,
+                "max_model_len": 4096,
+            }
             probe_batch, probe_prompt, probe_output, max_requests = PROBE_BATCH, PROBE_PROMPT, PROBE_OUTPUT, 1000
             length_cap = None
         vocab = config["vocab_size"]
@@ -180,8 +184,13 @@ def main(argv: list[str] | None = None) -> int:
         fraction = gbps / args.peak_gbps if args.peak_gbps else float("nan")
         held_to_goal = args.peak_gbps > 0 and not args.cpu_smoke
         status = ("PASS" if fraction >= DECODE_BANDWIDTH_GOAL else "MISS") if held_to_goal else "INFO"
-        rows.add(f"decode step bandwidth ({step_bytes / 1e9:.1f} GB/step)", round(gbps, 1), "GB/s",
-                 f"{fraction:.0%} of peak (goal 60%)", status)
+        rows.add(
+            f"decode step bandwidth ({step_bytes / 1e9:.1f} GB/step)",
+            round(gbps, 1),
+            "GB/s",
+            f"{fraction:.0%} of peak (goal 60%)",
+            status,
+        )
 
         # Size the main run to the time left, from the probe's rate (an upper bound at full batch).
         prompt_lens, output_lens = sharegpt_like_lengths(max_requests)
@@ -197,11 +206,20 @@ def main(argv: list[str] | None = None) -> int:
         outs = llm.generate(prompts, params)
         wall_s = time.monotonic() - start
         out_tokens = sum(len(o.outputs[0].token_ids) for o in outs)
-        rows.add(f"sharegpt-like: {num} req, mean in {statistics.mean(prompt_lens):.0f} / out "
-                 f"{statistics.mean(output_lens):.0f}", round(wall_s, 1), "s")
+        rows.add(
+            f"sharegpt-like: {num} req, mean in {statistics.mean(prompt_lens):.0f} / out "
+            f"{statistics.mean(output_lens):.0f}",
+            round(wall_s, 1),
+            "s",
+        )
         toks = out_tokens / wall_s
-        rows.add("output throughput", round(toks, 1), "tok/s", "goal 6600 (vLLM H100)",
-                 "PASS" if toks >= OUTPUT_TOKS_GOAL else ("INFO" if args.cpu_smoke else "MISS"))
+        rows.add(
+            "output throughput",
+            round(toks, 1),
+            "tok/s",
+            "goal 6600 (vLLM H100)",
+            "PASS" if toks >= OUTPUT_TOKS_GOAL else ("INFO" if args.cpu_smoke else "MISS"),
+        )
         rows.add("total throughput (prompt + output)", round((out_tokens + sum(prompt_lens)) / wall_s, 1), "tok/s")
         ttft, itl = latencies_ms(outs)
         rows.add("TTFT p50 / p99 (all arrive at t=0)", f"{percentile(ttft, 50):.0f} / {percentile(ttft, 99):.0f}", "ms")

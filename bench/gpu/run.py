@@ -23,8 +23,9 @@ CHECKS_SHARE, TIMINGS_SHARE = 0.30, 0.20  # of the budget; the engine gets what 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bench/gpu/run.sh", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="bench/gpu/run.sh", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--cpu-smoke", action="store_true", help="tiny shapes on CPU under TRITON_INTERPRET=1")
     parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}")
     parser.add_argument("--budget-s", type=float, default=460.0, help="wall-clock budget for the whole run")
@@ -108,8 +109,17 @@ def _engine(report, deadline: float, peak_gbps: float, cpu_smoke: bool) -> None:
         return
     rows_file = report.out_dir / "engine_rows.json"
     rows_file.unlink(missing_ok=True)
-    command = [sys.executable, "-m", "bench.gpu.engine_bench", "--rows-file", str(rows_file),
-               "--budget-s", str(budget_s - 10), "--peak-gbps", str(peak_gbps)]
+    command = [
+        sys.executable,
+        "-m",
+        "bench.gpu.engine_bench",
+        "--rows-file",
+        str(rows_file),
+        "--budget-s",
+        str(budget_s - 10),
+        "--peak-gbps",
+        str(peak_gbps),
+    ]
     if cpu_smoke:
         command.append("--cpu-smoke")
     report.out_dir.mkdir(parents=True, exist_ok=True)

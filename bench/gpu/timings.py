@@ -90,9 +90,9 @@ def measure_copy_gbps(report: Report, p: TimingProfile, device: str) -> float:
     dst = torch.empty_like(src)
     ms = time_ms(lambda: dst.copy_(src), device, max(p.repeats, 5))
     gbps = 2 * p.copy_bytes / ms / 1e6  # a copy reads and writes every byte
-    del src, dst
-    report.add(Row("timing", f"device copy {p.copy_bytes >> 20} MiB (read+write)", gbps, "GB/s", "measured peak",
-                   "INFO"))
+    report.add(
+        Row("timing", f"device copy {p.copy_bytes >> 20} MiB (read+write)", gbps, "GB/s", "measured peak", "INFO")
+    )
     return gbps
 
 
@@ -105,14 +105,20 @@ def run_timings(report: Report, ops, p: TimingProfile, device: str, stop_at: flo
     except Exception as error:
         report.fail("timing", "device copy bandwidth", error)
     yardstick = peak_gbps or float("nan")
-    pending = [(f"decode b={b} ctx={c}", lambda b=b, c=c: _decode(report, ops, p, device, yardstick, b, c))
-               for b, c in p.decode]
+    pending = [
+        (f"decode b={b} ctx={c}", lambda b=b, c=c: _decode(report, ops, p, device, yardstick, b, c))
+        for b, c in p.decode
+    ]
     pending.append(("decode torch reference", lambda: _decode_reference(report, p, device, yardstick)))
-    pending += [(f"prefill s={s} prefix={pre} chunk={c}",
-                 lambda s=s, pre=pre, c=c: _prefill(report, ops, p, device, s, pre, c)) for s, pre, c in p.prefill]
-    pending += [("write_kv_cache", lambda: _write_kv(report, ops, p, device, yardstick)),
-                ("add_rms_norm", lambda: _norm(report, ops, p, device, yardstick)),
-                ("rotary", lambda: _rotary(report, ops, p, device, yardstick))]
+    pending += [
+        (f"prefill s={s} prefix={pre} chunk={c}", lambda s=s, pre=pre, c=c: _prefill(report, ops, p, device, s, pre, c))
+        for s, pre, c in p.prefill
+    ]
+    pending += [
+        ("write_kv_cache", lambda: _write_kv(report, ops, p, device, yardstick)),
+        ("add_rms_norm", lambda: _norm(report, ops, p, device, yardstick)),
+        ("rotary", lambda: _rotary(report, ops, p, device, yardstick)),
+    ]
     for i, (item, fn) in enumerate(pending):
         if time.monotonic() > stop_at:
             report.add(Row("timing", f"{len(pending) - i} timings not run", "out of time", status="SKIP"))
@@ -132,8 +138,17 @@ def _guard(report: Report, item: str, fn) -> None:
 
 
 def _decode_case(p: TimingProfile, device: str, batch: int, context: int):
-    return make_paged_case([context] * batch, [1] * batch, p.num_kv_heads, p.queries_per_kv, p.head_dim, 16,
-                           torch.bfloat16 if device == "cuda" else torch.float32, device, spare_blocks=0)
+    return make_paged_case(
+        [context] * batch,
+        [1] * batch,
+        p.num_kv_heads,
+        p.queries_per_kv,
+        p.head_dim,
+        16,
+        torch.bfloat16 if device == "cuda" else torch.float32,
+        device,
+        spare_blocks=0,
+    )
 
 
 def _decode_bytes(case) -> int:
@@ -148,8 +163,16 @@ def _decode(report: Report, ops, p: TimingProfile, device: str, peak_gbps: float
     fraction = gbps / peak_gbps
     held_to_goal = device == "cuda" and context >= p.long_context
     status = ("PASS" if fraction >= DECODE_BANDWIDTH_GOAL else "MISS") if held_to_goal else "INFO"
-    report.add(Row("timing", f"decode attn b={batch} ctx={context} ({ms * 1e3:.0f} us)", gbps, "GB/s",
-                   f"{fraction:.0%} of peak (goal 80%)", status))
+    report.add(
+        Row(
+            "timing",
+            f"decode attn b={batch} ctx={context} ({ms * 1e3:.0f} us)",
+            gbps,
+            "GB/s",
+            f"{fraction:.0%} of peak (goal 80%)",
+            status,
+        )
+    )
 
 
 def _decode_reference(report: Report, p: TimingProfile, device: str, peak_gbps: float) -> None:
@@ -157,19 +180,44 @@ def _decode_reference(report: Report, p: TimingProfile, device: str, peak_gbps: 
     case = _decode_case(p, device, batch, context)
     ms = time_ms(lambda: reference.paged_decode_attention(*decode_args(case)), device, max(3, p.repeats // 4))
     gbps = _decode_bytes(case) / ms / 1e6
-    report.add(Row("timing", f"decode attn TORCH REFERENCE b={batch} ctx={context} ({ms * 1e3:.0f} us)", gbps,
-                   "GB/s", f"{gbps / peak_gbps:.0%} of peak", "INFO"))
+    report.add(
+        Row(
+            "timing",
+            f"decode attn TORCH REFERENCE b={batch} ctx={context} ({ms * 1e3:.0f} us)",
+            gbps,
+            "GB/s",
+            f"{gbps / peak_gbps:.0%} of peak",
+            "INFO",
+        )
+    )
 
 
 def _prefill(report: Report, ops, p: TimingProfile, device: str, seqs: int, prefix: int, chunk: int) -> None:
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    case = make_paged_case([prefix + chunk] * seqs, [chunk] * seqs, p.num_kv_heads, p.queries_per_kv, p.head_dim, 16,
-                           dtype, device, spare_blocks=0)
+    case = make_paged_case(
+        [prefix + chunk] * seqs,
+        [chunk] * seqs,
+        p.num_kv_heads,
+        p.queries_per_kv,
+        p.head_dim,
+        16,
+        dtype,
+        device,
+        spare_blocks=0,
+    )
     ms = time_ms(lambda: ops.paged_prefill_attention(*prefill_args(case)), device, p.repeats)
     visible = seqs * (chunk * prefix + chunk * (chunk + 1) // 2)  # keys each query attends to, summed
     flops = 4 * visible * p.num_kv_heads * p.queries_per_kv * p.head_dim  # QK^T and PV, 2 flops per MAC
-    report.add(Row("timing", f"prefill attn s={seqs} prefix={prefix} chunk={chunk} ({ms:.2f} ms)",
-                   flops / ms / 1e9, "TFLOP/s", "", "INFO"))
+    report.add(
+        Row(
+            "timing",
+            f"prefill attn s={seqs} prefix={prefix} chunk={chunk} ({ms:.2f} ms)",
+            flops / ms / 1e9,
+            "TFLOP/s",
+            "",
+            "INFO",
+        )
+    )
 
 
 def _write_kv(report: Report, ops, p: TimingProfile, device: str, peak_gbps: float) -> None:
@@ -189,8 +237,7 @@ def _norm(report: Report, ops, p: TimingProfile, device: str, peak_gbps: float) 
     x = torch.randn(p.tokens, p.hidden, device=device).to(dtype)
     residual, weight = torch.randn_like(x), torch.ones(p.hidden, device=device, dtype=dtype)
     ms = time_ms(lambda: ops.add_rms_norm(x, residual, weight, 1e-5), device, p.repeats)
-    _bandwidth_row(report, f"add_rms_norm T={p.tokens} H={p.hidden}", 4 * x.numel() * x.element_size(), ms,
-                   peak_gbps)
+    _bandwidth_row(report, f"add_rms_norm T={p.tokens} H={p.hidden}", 4 * x.numel() * x.element_size(), ms, peak_gbps)
 
 
 def _rotary(report: Report, ops, p: TimingProfile, device: str, peak_gbps: float) -> None:

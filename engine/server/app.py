@@ -1,6 +1,6 @@
-"""The replica's Starlette app: OpenAI endpoints, health, metrics, tokenize, and the KV events feed (DESIGN.md,
-"Engine replica HTTP API"). `create_app(llm_engine, config)` wraps an already loaded LLMEngine; the engine thread
-starts with the app's lifespan and stops with it.
+"""The replica's Starlette app: OpenAI endpoints, health, metrics, tokenize, and the KV events feed
+(docs/architecture.md, "Engine replica HTTP API"). `create_app(llm_engine, config)` wraps an already loaded
+LLMEngine; the engine thread starts with the app's lifespan and stops with it.
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ class Replica:
         self.block_size: int = llm_engine.block_size
         self.created = int(time.time())
         self.tokenization = tokenization
-        self.metrics = ServerMetrics(self.model_name)
+        # The engine thread has not started: reading its stats here races nothing, and /metrics is whole from start-up.
+        self.metrics = ServerMetrics(self.model_name, initial_stats=copy.copy(llm_engine.stats()))
         self.kv_hub = KVEventHub()
         self.engine = AsyncEngine(
             llm_engine, self.metrics, self.kv_hub, config.max_waiting_requests, config.retry_after_s, on_fatal

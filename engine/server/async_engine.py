@@ -128,8 +128,10 @@ def _record_stage_spans(output: RequestOutput, parent) -> None:
     """queue: arrival -> first scheduled; prefill: -> first token; decode: -> finished (engine monotonic stamps)."""
     stamps = [output.arrival_time, output.first_scheduled_time, output.first_token_time, output.finished_time]
     to_ns = _MONOTONIC_TO_EPOCH_NS
-    attributes = {"sluicegate.engine_request_id": output.request_id,
-                  "sluicegate.cached_prompt_tokens": output.num_cached_tokens}
+    attributes = {
+        "sluicegate.engine_request_id": output.request_id,
+        "sluicegate.cached_prompt_tokens": output.num_cached_tokens,
+    }
     for name, start, end in zip(tracing.ENGINE_STAGES, stamps, stamps[1:]):
         if start is not None and end is not None:
             tracing.record_span("engine", name, int(start * 1e9) + to_ns, int(end * 1e9) + to_ns, parent, attributes)

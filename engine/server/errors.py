@@ -1,13 +1,13 @@
 """HTTP errors in OpenAI's error format. Every failure a client can cause or see ends as one of these.
 
-    APIError                      {"error": {"message", "type", "param", "code"}}
-     +-- InvalidRequestError      400 invalid_request_error (names the offending `param`)
-     +-- HTTPStatusError          404 unknown path, 405 wrong method
-     +-- ModelNotFoundError       404
-     +-- BodyTooLargeError        413
-     +-- OverloadedError          503 with Retry-After (waiting queue full, or draining)
-     +-- EngineUnavailableError   503 (the engine loop died; the replica is exiting)
-     +-- InternalServerError      500 (a bug met an input nobody foresaw; only that request fails)
+APIError                      {"error": {"message", "type", "param", "code"}}
+ +-- InvalidRequestError      400 invalid_request_error (names the offending `param`)
+ +-- HTTPStatusError          404 unknown path, 405 wrong method
+ +-- ModelNotFoundError       404
+ +-- BodyTooLargeError        413
+ +-- OverloadedError          503 with Retry-After (waiting queue full, or draining)
+ +-- EngineUnavailableError   503 (the engine loop died; the replica is exiting)
+ +-- InternalServerError      500 (a bug met an input nobody foresaw; only that request fails)
 """
 
 from __future__ import annotations
@@ -21,9 +21,7 @@ class APIError(Exception):
     status_code = 500
     error_type = "server_error"
 
-    def __init__(
-        self, message: str, param: str | None = None, code: str | None = None, headers: dict | None = None
-    ):
+    def __init__(self, message: str, param: str | None = None, code: str | None = None, headers: dict | None = None):
         super().__init__(message)
         self.message = message
         self.param = param

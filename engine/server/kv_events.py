@@ -1,4 +1,4 @@
-"""`GET /v1/kv/events`: the prefix-cache feed routers subscribe to (DESIGN.md, "KV cache events").
+"""`GET /v1/kv/events`: the prefix-cache feed routers subscribe to (docs/architecture.md, "KV cache events").
 
 Wire format (SSE; hashes are unsigned 64-bit ints, the chain of sluicegate.block_hash):
 

@@ -5,6 +5,10 @@ Engine-wide counters and gauges come from the latest EngineStats the engine thre
 them at scrape time, so the engine's own totals are the single source of truth); per-request latency histograms are
 observed on the event loop as outputs arrive. Each app has its own registry: two servers in one process (tests)
 never share series.
+
+Every series exists from start-up, at zero where nothing has happened yet: a dashboard's `rate()` and an inference
+scheduler's queue-depth read need the series before the first request, and a series that appears mid-run loses the
+increments of its first scrape interval.
 """
 
 from __future__ import annotations
@@ -13,12 +17,16 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from engine.spec_decode.metrics import metric_families as spec_decode_metric_families
+from engine.stats import EngineStats
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 _TTFT_BUCKETS_S = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0)
 _ITL_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
 _E2E_BUCKETS_S = (0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0)
+
+# Every finish reason the engine reports, pre-created so `vllm:request_success_total` shows each at zero from start-up.
+_FINISH_REASONS = ("stop", "length", "abort")
 
 # (metric name, EngineStats field, help); counters are exported with the `_total` suffix.
 _COUNTERS = (
@@ -43,10 +51,12 @@ _GAUGES = (
 
 
 class ServerMetrics:
-    def __init__(self, model_name: str):
+    def __init__(self, model_name: str, initial_stats: EngineStats | None = None):
+        """`initial_stats`: the engine's state before its first step (pool size, spec-decode positions), so the
+        first scrape already shows them; all zeros when not given."""
         self.registry = CollectorRegistry()
         self.model_name = model_name
-        self.stats = None  # latest EngineStats, set on the event loop
+        self.stats: EngineStats = initial_stats or EngineStats()  # latest EngineStats, replaced on the event loop
         labels = ["model_name"]
         self.ttft_s = Histogram(
             "vllm:time_to_first_token_seconds", "Time to first token.", labels,
@@ -68,6 +78,8 @@ class ServerMetrics:
             "vllm:request_success", "Finished requests by finish reason.", labels + ["finished_reason"],
             registry=self.registry,
         )  # fmt: skip
+        for finish_reason in _FINISH_REASONS:
+            self._success.labels(model_name, finish_reason)
         self._rejected = Counter(
             "sluicegate_engine_requests_rejected", "Requests refused before running, by reason.", ["reason"],
             registry=self.registry,
@@ -97,8 +109,6 @@ class _EngineStatsCollector:
 
     def collect(self):
         stats, model_name = self._metrics.stats, self._metrics.model_name
-        if stats is None:
-            return
         for name, field, help_text in _COUNTERS:
             family = CounterMetricFamily(name, help_text, labels=["model_name"])
             family.add_metric([model_name], float(getattr(stats, field, 0)))

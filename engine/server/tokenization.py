@@ -64,8 +64,9 @@ class Tokenization:
             )
         except Exception as exc:  # noqa: BLE001 - a template rejects a conversation with TemplateError, ValueError...
             # (a system role the template forbids, turns that do not alternate, no chat template at all)
-            raise InvalidRequestError(f"messages could not be rendered with the model's chat template: {exc}",
-                                      param="messages") from None
+            raise InvalidRequestError(
+                f"messages could not be rendered with the model's chat template: {exc}", param="messages"
+            ) from None
         # The template writes the special tokens (BOS, headers) itself.
         return self.tokenizer.encode(text, add_special_tokens=False)
 

@@ -9,10 +9,16 @@ the store at once; gateways see it on their next request (auth.py explains how).
     POST   /tenants/{tenant}/keys                     issue {name, expires_at | ttl_s, rpm...} -> the key, shown once
     GET    /tenants/{tenant}/keys                     list (never the key itself)
     PATCH  /tenants/{tenant}/keys/{key_id}            update name / expiry / per-key limits
+    DELETE /tenants/{tenant}/keys/{key_id}            delete the key and its buckets
     POST   /tenants/{tenant}/keys/{key_id}/revoke
-    POST   /tenants/{tenant}/keys/{key_id}/rotate     issue a replacement {grace_s}; the old key ends after grace_s
+    POST   /tenants/{tenant}/keys/{key_id}/rotate     issue a replacement with the same expiry {grace_s: 86400};
+                                                      the old key ends after grace_s (0: now); 409 if revoked
+                                                      or expired
+
+Every write changes only the fields it names, in one store step (field-level Lua scripts in Redis): a
+revocation racing a PATCH or a rotation is never undone.
     GET    /tenants/{tenant}/usage?days=7             per day: totals, per model, per key
-    ...    /models/{model}/replicas[/{name}[/drain]]  replica pools at run time (admin_replicas.py)
+    ...    /models/{model}/replicas[/{name}[/drain]]  replica pools at run time (replicas.py)
 """
 
 from __future__ import annotations
@@ -27,31 +33,35 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway import admin_replicas as replicas
-from gateway.errors import ApiError, invalid_request, unavailable
-from gateway.store.base import StoreUnavailable
-from gateway.store.clock import periods
-from gateway.tenants import (
+from gateway.admin import replicas
+from gateway.admin.tenants import (
     MAX_UNIX_S,
     ApiKey,
     Tenant,
     apply_key_fields,
     apply_tenant_fields,
+    check_models_served,
     digest_key,
     key_id_of,
     new_api_key,
     policy_name_check,
     validate_tenant_id,
 )
+from gateway.admin.types import AdminGateway
+from gateway.errors import ApiError, invalid_request, unavailable
+from gateway.store.base import KEY_EXPIRED, KEY_MISSING, KEY_REVOKED, StoreUnavailable
+from gateway.store.clock import periods
 
 MAX_USAGE_DAYS = 400
+DEFAULT_ROTATION_GRACE_S = 86_400.0
+"""How long a rotated key keeps working when the request names no grace: a day for clients to switch over."""
 
 
 def _error(error: ApiError) -> Response:
     return Response(error.body(), error.status, headers=error.headers, media_type="application/json")
 
 
-def admin_routes(gw) -> list[Route]:
+def admin_routes(gw: AdminGateway) -> list[Route]:
     def endpoint(handler):
         async def run(request: Request) -> Response:
             token = gw.config.admin_token
@@ -74,28 +84,48 @@ def admin_routes(gw) -> list[Route]:
         return run
 
     check_policy = policy_name_check(gw.hooks)  # a guardrail policy name this gateway does not define is a 400
+
+    def check_tenant(tenant: Tenant, updates: dict) -> Tenant:
+        tenant = apply_tenant_fields(tenant, updates, check_policy)
+        check_models_served(tenant.models, gw.config.models)
+        return tenant
+
     return [
         Route("/tenants", endpoint(list_tenants), methods=["GET"]),
-        Route("/tenants", endpoint(functools.partial(create_tenant, check_policy=check_policy)), methods=["POST"]),
+        Route("/tenants", endpoint(functools.partial(create_tenant, check_tenant=check_tenant)), methods=["POST"]),
         Route("/tenants/{tenant}", endpoint(get_tenant), methods=["GET"]),
-        Route("/tenants/{tenant}", endpoint(functools.partial(update_tenant, check_policy=check_policy)),
-              methods=["PATCH"]),
+        Route(
+            "/tenants/{tenant}",
+            endpoint(functools.partial(update_tenant, check_tenant=check_tenant)),
+            methods=["PATCH"],
+        ),
         Route("/tenants/{tenant}", endpoint(delete_tenant), methods=["DELETE"]),
         Route("/tenants/{tenant}/keys", endpoint(create_key), methods=["POST"]),
         Route("/tenants/{tenant}/keys", endpoint(list_keys), methods=["GET"]),
         Route("/tenants/{tenant}/keys/{key_id}", endpoint(update_key), methods=["PATCH"]),
+        Route("/tenants/{tenant}/keys/{key_id}", endpoint(delete_key), methods=["DELETE"]),
         Route("/tenants/{tenant}/keys/{key_id}/revoke", endpoint(revoke_key), methods=["POST"]),
         Route("/tenants/{tenant}/keys/{key_id}/rotate", endpoint(rotate_key), methods=["POST"]),
         Route("/tenants/{tenant}/usage", endpoint(usage), methods=["GET"]),
         # model names may hold '/' (org/model): the model is matched as a path, the replica name never has one
-        Route("/models/{model:path}/replicas", endpoint(functools.partial(replicas.list_replicas, gw=gw)),
-              methods=["GET"]),
-        Route("/models/{model:path}/replicas",
-              endpoint(functools.partial(replicas.add_replica, gw=gw, read_json=_json)), methods=["POST"]),
-        Route("/models/{model:path}/replicas/{name}/drain",
-              endpoint(functools.partial(replicas.drain_replica, gw=gw)), methods=["POST"]),
-        Route("/models/{model:path}/replicas/{name}", endpoint(functools.partial(replicas.remove_replica, gw=gw)),
-              methods=["DELETE"]),
+        Route(
+            "/models/{model:path}/replicas", endpoint(functools.partial(replicas.list_replicas, gw=gw)), methods=["GET"]
+        ),
+        Route(
+            "/models/{model:path}/replicas",
+            endpoint(functools.partial(replicas.add_replica, gw=gw, read_json=_json)),
+            methods=["POST"],
+        ),
+        Route(
+            "/models/{model:path}/replicas/{name}/drain",
+            endpoint(functools.partial(replicas.drain_replica, gw=gw)),
+            methods=["POST"],
+        ),
+        Route(
+            "/models/{model:path}/replicas/{name}",
+            endpoint(functools.partial(replicas.remove_replica, gw=gw)),
+            methods=["DELETE"],
+        ),
     ]
 
 
@@ -133,12 +163,12 @@ async def list_tenants(request: Request, store) -> Response:
     return JSONResponse({"data": [t.to_public() for t in await store.list_tenants()]})
 
 
-async def create_tenant(request: Request, store, check_policy: Callable[[str], None]) -> Response:
+async def create_tenant(request: Request, store, check_tenant: Callable[[Tenant, dict], Tenant]) -> Response:
     body = await _json(request)
     tenant_id = validate_tenant_id(body.pop("id", None))
-    if await store.get_tenant(tenant_id) is not None:
+    tenant = await store.create_tenant(check_tenant(Tenant(id=tenant_id), body))
+    if tenant is None:
         raise ApiError(409, f"Tenant {tenant_id!r} already exists; PATCH it instead.", code="tenant_exists")
-    tenant = await store.put_tenant(apply_tenant_fields(Tenant(id=tenant_id), body, check_policy))
     return JSONResponse(tenant.to_public(), status_code=201)
 
 
@@ -146,9 +176,14 @@ async def get_tenant(request: Request, store) -> Response:
     return JSONResponse((await _tenant(request, store)).to_public())
 
 
-async def update_tenant(request: Request, store, check_policy: Callable[[str], None]) -> Response:
-    tenant = apply_tenant_fields(await _tenant(request, store), await _json(request), check_policy)
-    return JSONResponse((await store.put_tenant(tenant)).to_public())
+async def update_tenant(request: Request, store, check_tenant: Callable[[Tenant, dict], Tenant]) -> Response:
+    tenant_id = request.path_params["tenant"]
+    body = await _json(request)
+    checked = check_tenant(Tenant(id=tenant_id), body)  # validated on a scratch record: only its fields are written
+    tenant = await store.update_tenant(tenant_id, {name: getattr(checked, name) for name in body})
+    if tenant is None:
+        raise ApiError(404, f"No tenant {tenant_id!r}.", code="tenant_not_found", param="tenant")
+    return JSONResponse(tenant.to_public())
 
 
 async def delete_tenant(request: Request, store) -> Response:
@@ -161,8 +196,9 @@ def _expiry(body: dict) -> dict:
     ttl_s = body.pop("ttl_s", None)
     if ttl_s is not None:
         if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or not 0 < ttl_s <= MAX_UNIX_S / 2:
-            raise invalid_request(f"ttl_s must be a positive number of seconds up to {MAX_UNIX_S / 2:.0f}, got "
-                                  f"{ttl_s!r}", param="ttl_s")
+            raise invalid_request(
+                f"ttl_s must be a positive number of seconds up to {MAX_UNIX_S / 2:.0f}, got {ttl_s!r}", param="ttl_s"
+            )
         body["expires_at"] = time.time() + ttl_s
     return body
 
@@ -185,37 +221,71 @@ async def list_keys(request: Request, store) -> Response:
     return JSONResponse({"data": [k.to_public() for k in await store.list_keys(tenant.id)]})
 
 
+def _key_gone(key: ApiKey) -> ApiError:
+    return ApiError(404, f"No key {key.key_id!r} for tenant {key.tenant_id!r}.", code="key_not_found", param="key_id")
+
+
+async def _update_key(store, key: ApiKey, changes: dict) -> Response:
+    """Writes only `changes`, in one store step: a revocation racing this write stays (see admin_update.lua)."""
+    updated = await store.update_key(key.tenant_id, key.digest, changes)
+    if updated is None:  # deleted since it was looked up
+        raise _key_gone(key)
+    return JSONResponse(updated.to_public())
+
+
 async def update_key(request: Request, store) -> Response:
-    key = apply_key_fields(await _key(request, store), _expiry(await _json(request)))
-    await store.put_key(key)
-    return JSONResponse(key.to_public())
+    key = await _key(request, store)
+    body = _expiry(await _json(request))
+    checked = apply_key_fields(ApiKey(key.key_id, key.tenant_id, key.digest), body)  # a scratch record
+    return await _update_key(store, key, {name: getattr(checked, name) for name in body})
 
 
 async def revoke_key(request: Request, store) -> Response:
+    return await _update_key(store, await _key(request, store), {"revoked": True})
+
+
+async def delete_key(request: Request, store) -> Response:
     key = await _key(request, store)
-    key.revoked = True
-    await store.put_key(key)
-    return JSONResponse(key.to_public())
+    if not await store.delete_key(key.tenant_id, key.digest):
+        raise _key_gone(key)
+    return JSONResponse({"key_id": key.key_id, "deleted": True})
 
 
 async def rotate_key(request: Request, store) -> Response:
-    old = await _key(request, store)
-    if old.revoked:  # a replacement would hand the access the revocation took away back
-        raise ApiError(409, f"Key {old.key_id!r} is revoked; issue a new key instead.", code="key_revoked",
-                       param="key_id")
+    key = await _key(request, store)
     body = await _json(request)
-    grace_s = body.get("grace_s", 0)
+    unknown = set(body) - {"grace_s"}
+    if unknown:
+        raise invalid_request(
+            f"unknown rotate field {sorted(unknown)[0]!r}; known: ['grace_s']", param=sorted(unknown)[0]
+        )
+    grace_s = body.get("grace_s", DEFAULT_ROTATION_GRACE_S)
     if isinstance(grace_s, bool) or not isinstance(grace_s, (int, float)) or not 0 <= grace_s <= MAX_UNIX_S / 2:
-        raise invalid_request(f"grace_s must be a non-negative number of seconds up to {MAX_UNIX_S / 2:.0f}, got "
-                              f"{grace_s!r}", param="grace_s")
-    if grace_s:
-        old.expires_at = min(old.expires_at or float("inf"), time.time() + grace_s)
-    else:
-        old.revoked = True
-    await store.put_key(old)
-    fields = {"name": old.name, "rpm": old.rpm, "input_tpm": old.input_tpm, "output_tpm": old.output_tpm}
-    response = await _issue(store, old.tenant_id, fields)
-    return response
+        raise invalid_request(
+            f"grace_s must be a non-negative number of seconds up to {MAX_UNIX_S / 2:.0f}, got {grace_s!r}",
+            param="grace_s",
+        )
+    # One store step checks and cuts the old key, so a revocation or expiry cannot slip between check and write.
+    outcome, old = await store.retire_key(key.tenant_id, key.digest, grace_s)
+    if outcome == KEY_MISSING or old is None:
+        raise _key_gone(key)
+    if outcome == KEY_REVOKED:  # a replacement would hand back the access the revocation took away
+        raise ApiError(
+            409, f"Key {key.key_id!r} is revoked; issue a new key instead.", code="key_revoked", param="key_id"
+        )
+    if outcome == KEY_EXPIRED:  # likewise for an expiry: rotation must not bring a dead key back
+        raise ApiError(
+            409, f"Key {key.key_id!r} has expired; issue a new key instead.", code="key_expired", param="key_id"
+        )
+    # The replacement keeps the old key's expiry: rotating a 24 h key must not make a never-expiring one.
+    fields = {
+        "name": old.name,
+        "rpm": old.rpm,
+        "input_tpm": old.input_tpm,
+        "output_tpm": old.output_tpm,
+        "expires_at": old.expires_at,
+    }
+    return await _issue(store, key.tenant_id, fields)
 
 
 async def usage(request: Request, store) -> Response:

@@ -5,7 +5,9 @@ SLUICEGATE_ADMIN_TOKEN. Prints the API's JSON; exits 1 with the API's error mess
     sluicegate admin tenants create acme --set rpm=600 --set input_tpm=200000 --set models=tiny,small
     sluicegate admin tenants get acme | update acme --set rpm=1200 | delete acme
     sluicegate admin keys create acme [--name dev] [--ttl-s 86400] [--set rpm=60]
-    sluicegate admin keys list acme | revoke acme k_1234abcd5678 | rotate acme k_1234abcd5678 [--grace-s 300]
+    sluicegate admin keys list acme | revoke acme k_1234abcd5678 | delete acme k_1234abcd5678
+    sluicegate admin keys update acme k_1234abcd5678 --set name=ci --set rpm=60 --set expires_at=0
+    sluicegate admin keys rotate acme k_1234abcd5678 [--grace-s 300]     (default grace: a day)
     sluicegate admin usage acme [--days 30]
     sluicegate admin replicas list tiny | add tiny r3 http://10.0.0.7:8100 [--no-kv-events] | drain tiny r3
                               | remove tiny r3
@@ -50,8 +52,9 @@ def _fields(pairs: list[str]) -> dict:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sluicegate admin", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="sluicegate admin", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--url", default=os.environ.get("SLUICEGATE_ADMIN_URL", "http://127.0.0.1:8000"))
     parser.add_argument("--token", default=os.environ.get("SLUICEGATE_ADMIN_TOKEN"))
     groups = parser.add_subparsers(dest="group", required=True)
@@ -72,12 +75,14 @@ def _parser() -> argparse.ArgumentParser:
     create.add_argument("--ttl-s", type=float)
     create.add_argument("--set", action="append", metavar="FIELD=VALUE", default=[])
     keys.add_parser("list").add_argument("tenant")
-    for action in ("revoke", "rotate"):
+    for action in ("update", "revoke", "rotate", "delete"):
         p = keys.add_parser(action)
         p.add_argument("tenant")
         p.add_argument("key_id")
-        if action == "rotate":
-            p.add_argument("--grace-s", type=float, default=0)
+        if action == "update":
+            p.add_argument("--set", action="append", metavar="FIELD=VALUE", default=[])
+        if action == "rotate":  # no default here: the API's (a day) applies when it is not given
+            p.add_argument("--grace-s", type=float, help="seconds the old key keeps working (default 86400; 0: none)")
 
     usage = groups.add_parser("usage")
     usage.add_argument("tenant")
@@ -124,9 +129,14 @@ def _request(args) -> tuple[str, str, dict | None]:
             return "POST", path, body
         if args.action == "list":
             return "GET", path, None
+        key_path = f"{path}/{_segment(args.key_id)}"
+        if args.action == "update":
+            return "PATCH", key_path, _fields(args.set)
+        if args.action == "delete":
+            return "DELETE", key_path, None
         if args.action == "revoke":
-            return "POST", f"{path}/{_segment(args.key_id)}/revoke", None
-        return "POST", f"{path}/{_segment(args.key_id)}/rotate", {"grace_s": args.grace_s}
+            return "POST", f"{key_path}/revoke", None
+        return "POST", f"{key_path}/rotate", {} if args.grace_s is None else {"grace_s": args.grace_s}
     return "GET", f"/tenants/{_segment(args.tenant)}/usage?days={args.days}", None
 
 
@@ -142,8 +152,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     method, path, body = _request(args)
     try:
-        response = httpx.request(method, args.url.rstrip("/") + "/admin/v1" + path, json=body, timeout=30,
-                                 headers={"authorization": f"Bearer {args.token}"})
+        response = httpx.request(
+            method,
+            args.url.rstrip("/") + "/admin/v1" + path,
+            json=body,
+            timeout=30,
+            headers={"authorization": f"Bearer {args.token}"},
+        )
     except httpx.HTTPError as exc:
         print(f"sluicegate admin: cannot reach {args.url}: {exc}", file=sys.stderr)
         return 1
@@ -153,8 +168,10 @@ def main(argv: list[str] | None = None) -> int:
         payload = {"error": {"message": response.text}}
     if not response.is_success:  # a redirect too: the admin API never redirects, so the URL is wrong
         message = payload.get("error", {}).get("message") if isinstance(payload, dict) else None
-        print(f"sluicegate admin: HTTP {response.status_code}: {message or response.text or 'no message'}",
-              file=sys.stderr)
+        print(
+            f"sluicegate admin: HTTP {response.status_code}: {message or response.text or 'no message'}",
+            file=sys.stderr,
+        )
         return 1
     print(json.dumps(payload, indent=2))
     return 0

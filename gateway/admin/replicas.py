@@ -15,19 +15,24 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from gateway.admin.types import AdminGateway
 from gateway.errors import ApiError, invalid_request
 from gateway.routing.base import ReplicaAdmin
-from gateway.routing.config import ReplicaConfig, RoutingConfigError
+from gateway.routing.config import RoutingConfigError, replica_config
+
+ReadJson = Callable[[Request], Awaitable[dict[str, Any]]]
 
 # A metrics label and a path segment: no spaces, no slashes.
 REPLICA_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
-def _admin(gw, request: Request) -> ReplicaAdmin:
+def _admin(gw: AdminGateway, request: Request) -> ReplicaAdmin:
     model = request.path_params["model"]
     if model not in gw.config.models:
         raise ApiError(404, f"The gateway serves no model {model!r}.", code="model_not_found", param="model")
@@ -36,10 +41,14 @@ def _admin(gw, request: Request) -> ReplicaAdmin:
     return gw.router
 
 
-def _changeable(gw) -> None:
+def _changeable(gw: AdminGateway) -> None:
     if gw.config.workers > 1:
-        raise ApiError(409, f"Replica changes reach one process of {gw.config.workers} (--workers): edit the "
-                            "config's replicas and restart instead.", code="not_supported")
+        raise ApiError(
+            409,
+            f"Replica changes reach one process of {gw.config.workers} (--workers): edit the "
+            "config's replicas and restart instead.",
+            code="not_supported",
+        )
 
 
 def _answer(call, *args, status: int = 200) -> Response:
@@ -52,39 +61,40 @@ def _answer(call, *args, status: int = 200) -> Response:
     return JSONResponse(dataclasses.asdict(info), status_code=status)
 
 
-async def list_replicas(request: Request, store, gw) -> Response:
+async def list_replicas(request: Request, store: object, gw: AdminGateway) -> Response:
     router = _admin(gw, request)
     infos = router.replicas(request.path_params["model"])
     return JSONResponse({"data": [dataclasses.asdict(info) for info in infos]})
 
 
-async def add_replica(request: Request, store, gw, read_json) -> Response:
+async def add_replica(request: Request, store: object, gw: AdminGateway, read_json: ReadJson) -> Response:
     router = _admin(gw, request)
     _changeable(gw)
     body = await read_json(request)
     unknown = set(body) - {"name", "url", "kv_events"}
     if unknown:
-        raise invalid_request(f"unknown replica fields {sorted(unknown)}; known: name, url, kv_events",
-                              param=sorted(unknown)[0])
+        raise invalid_request(
+            f"unknown replica fields {sorted(unknown)}; known: name, url, kv_events", param=sorted(unknown)[0]
+        )
     name, kv_events = body.get("name"), body.get("kv_events", True)
     if not isinstance(name, str) or not REPLICA_NAME_RE.match(name):
         raise invalid_request(f"name must match {REPLICA_NAME_RE.pattern}, got {name!r}", param="name")
     if not isinstance(kv_events, bool):
         raise invalid_request(f"kv_events must be true or false, got {kv_events!r}", param="kv_events")
     try:
-        url = ReplicaConfig(name, body.get("url"), kv_events).url
+        url = replica_config(name=name, url=body.get("url"), kv_events=kv_events).url
     except RoutingConfigError as exc:
         raise invalid_request(str(exc), param="url") from None
     return _answer(router.add_replica, request.path_params["model"], name, url, kv_events, status=201)
 
 
-async def drain_replica(request: Request, store, gw) -> Response:
+async def drain_replica(request: Request, store: object, gw: AdminGateway) -> Response:
     router = _admin(gw, request)
     _changeable(gw)
     return _answer(router.drain_replica, request.path_params["model"], request.path_params["name"])
 
 
-async def remove_replica(request: Request, store, gw) -> Response:
+async def remove_replica(request: Request, store: object, gw: AdminGateway) -> Response:
     router = _admin(gw, request)
     _changeable(gw)
     return _answer(router.remove_replica, request.path_params["model"], request.path_params["name"])

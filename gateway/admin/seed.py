@@ -9,47 +9,115 @@
         keys:
           - {name: dev, key: sk-sg-acme-dev}          # plaintext: for local development only
           - {name: prod, key_sha256: <hex digest>}     # or just its digest
+
+`load_seed` validates the whole file (the gateway command runs it before serving: a bad seed exits 2 with the field
+named); `seed_tenants` applies it to the store.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Annotated
 
 import yaml
+from pydantic import AfterValidator, Field, ValidationError, model_validator
 
+from gateway.admin.tenants import (
+    ApiKey,
+    Tenant,
+    TenantId,
+    TenantUpdate,
+    UnixSeconds,
+    apply_tenant_fields,
+    digest_key,
+    key_id_of,
+)
 from gateway.config import ConfigError
 from gateway.errors import ApiError
-from gateway.tenants import ApiKey, Tenant, apply_tenant_fields, digest_key, key_id_of, validate_tenant_id
+from gateway.store.base import Store
+from sluicegate.schema import Schema, explain
 
 
-async def seed_tenants(store, path: str, check_policy: Callable[[str], None]) -> int:
-    """Create the seeded tenants and keys that do not exist yet; return how many records were created.
-    `check_policy` (tenants.policy_name_check) makes a guardrail policy the gateway does not define a ConfigError."""
+def _sha256_hex(digest: str) -> str:
+    if not re.fullmatch(r"[0-9a-f]{64}", digest):  # what digest_key produces; any other form never matches a key
+        raise ValueError("want the key's sha256 as 64 lower-case hex digits (printf %s KEY | sha256sum)")
+    return digest
+
+
+class SeedKey(Schema):
+    name: str = ""
+    """A label for the key (admin API listings)."""
+    key: Annotated[str, Field(min_length=1)] | None = None
+    """The key in plain text: for local development only."""
+    key_sha256: Annotated[str, AfterValidator(_sha256_hex)] | None = None
+    """Its sha256 as 64 lower-case hex digits: the form to keep in a repository."""
+    expires_at: UnixSeconds = 0.0
+    """Unix seconds; 0 never expires."""
+
+    @model_validator(mode="after")
+    def _one_secret(self) -> SeedKey:
+        if (self.key is None) == (self.key_sha256 is None):
+            raise ValueError("give a key either `key` or `key_sha256`, not both or neither")
+        return self
+
+    @property
+    def digest(self) -> str:
+        return self.key_sha256 or digest_key(self.key or "")
+
+
+class SeedTenant(TenantUpdate):
+    id: TenantId
+    """The tenant's id (letters, digits, `_.-`, at most 64)."""
+    keys: list[SeedKey] = []
+    """Its API keys."""
+
+
+class Seed(Schema):
+    tenants: list[SeedTenant] = []
+    """Tenants to create when missing."""
+
+
+def load_seed(path: str) -> Seed:
+    """The seed file, validated; ConfigError names the file, the field and the fix."""
     try:
         raw = yaml.safe_load(Path(path).read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"tenants seed {path!r} cannot be read: {exc}") from None
+    try:
+        return Seed.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"tenants seed {path!r}: {explain(exc)}") from None
+
+
+async def seed_tenants(store: Store, path: str, check_policy: Callable[[str], None]) -> int:
+    """Create the seeded tenants and keys that do not exist yet; return how many records were created.
+    `check_policy` (tenants.policy_name_check) makes a guardrail policy the gateway does not define a ConfigError."""
+    seed = load_seed(path)
     created = 0
     existing = {t.id for t in await store.list_tenants()}
-    for entry in raw.get("tenants") or []:
-        entry = dict(entry)
-        keys = entry.pop("keys", []) or []
-        try:
-            tenant_id = validate_tenant_id(entry.pop("id", None))
-            if tenant_id not in existing:
-                await store.put_tenant(apply_tenant_fields(Tenant(id=tenant_id), entry, check_policy))
-                created += 1
-        except ApiError as exc:
-            raise ConfigError(f"tenants seed {path!r}: {exc.message}") from None
-        known = {k.digest for k in await store.list_keys(tenant_id)}
-        for spec in keys:
-            digest = spec.get("key_sha256") or (digest_key(spec["key"]) if spec.get("key") else None)
-            if not digest:
-                raise ConfigError(f"tenants seed {path!r}: a key of {tenant_id!r} needs `key` or `key_sha256`")
-            if digest not in known:
-                await store.put_key(ApiKey(key_id_of(digest), tenant_id, digest, name=str(spec.get("name", "")),
-                                           created_at=time.time(), expires_at=float(spec.get("expires_at", 0))))
+    for entry in seed.tenants:
+        if entry.id not in existing:
+            fields = entry.model_dump(include=entry.model_fields_set - {"id", "keys"})
+            try:
+                await store.put_tenant(apply_tenant_fields(Tenant(id=entry.id), fields, check_policy))
+            except ApiError as exc:
+                raise ConfigError(f"tenants seed {path!r}: {exc.message}") from None
+            created += 1
+        known = {k.digest for k in await store.list_keys(entry.id)}
+        for spec in entry.keys:
+            if spec.digest not in known:
+                await store.put_key(
+                    ApiKey(
+                        key_id_of(spec.digest),
+                        entry.id,
+                        spec.digest,
+                        name=spec.name,
+                        created_at=time.time(),
+                        expires_at=spec.expires_at,
+                    )
+                )
                 created += 1
     return created

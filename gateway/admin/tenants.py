@@ -9,10 +9,14 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Callable, Collection
+from dataclasses import asdict, dataclass, field, replace
+from typing import Annotated, Any
 
-from gateway.errors import invalid_request
+from pydantic import AfterValidator, Field, TypeAdapter, ValidationError
+
+from gateway.errors import ApiError, invalid_request
+from sluicegate.schema import UNKNOWN_KEYS, Schema, explain
 
 TENANT_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 KEY_PREFIX = "sk-sg-"
@@ -78,8 +82,15 @@ class ApiKey:
         return public
 
 
-TENANT_INT_FIELDS = ("rpm", "input_tpm", "output_tpm", "max_concurrent", "daily_tokens", "monthly_tokens",
-                     "default_max_tokens")
+TENANT_INT_FIELDS = (
+    "rpm",
+    "input_tpm",
+    "output_tpm",
+    "max_concurrent",
+    "daily_tokens",
+    "monthly_tokens",
+    "default_max_tokens",
+)
 KEY_INT_FIELDS = ("rpm", "input_tpm", "output_tpm")
 
 
@@ -102,10 +113,73 @@ MAX_UNIX_S = 1e11
 """Latest key expiry (year 5138): finite, so Redis and the scripts can read it back."""
 
 
-def _limit(name: str, value, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_LIMIT:
-        raise invalid_request(f"{name} must be an integer from {minimum} to {MAX_LIMIT}, got {value!r}", param=name)
-    return value
+def _not_a_path_segment(tenant_id: str) -> str:
+    # "." and ".." would be path segments clients normalise away: such a tenant could never be read or deleted.
+    if tenant_id in (".", ".."):
+        raise ValueError("'.' and '..' cannot be tenant ids")
+    return tenant_id
+
+
+TenantId = Annotated[str, Field(pattern=TENANT_ID_RE.pattern), AfterValidator(_not_a_path_segment)]
+Limit = Annotated[int, Field(ge=0, le=MAX_LIMIT)]
+
+
+def _no_comma(model: str) -> str:
+    if not model or "," in model:  # the Redis hash joins a tenant's models with commas
+        raise ValueError("want a model name (not empty, no ',')")
+    return model
+
+
+ModelName = Annotated[str, AfterValidator(_no_comma)]
+UnixSeconds = Annotated[float, Field(ge=0.0, le=MAX_UNIX_S)]  # finite: Schema refuses NaN and infinities
+
+
+class TenantUpdate(Schema):
+    """What an admin body or a seed entry may set on a Tenant (whose docstrings say what each field means); only the
+    fields given are applied (model_fields_set), the defaults here are never written."""
+
+    rpm: Limit = 0
+    input_tpm: Limit = 0
+    output_tpm: Limit = 0
+    max_concurrent: Limit = 0
+    daily_tokens: Limit = 0
+    monthly_tokens: Limit = 0
+    default_max_tokens: Annotated[int, Field(ge=1, le=MAX_LIMIT)] = 256
+    """At least 1: a default reservation of 0 would let unbounded outputs through unreserved."""
+    guardrails: str = GUARDRAILS_OFF
+    """Checked against the gateway's policies by apply_tenant_fields (they are the running gateway's)."""
+    isolate_cache: bool = False
+    models: list[ModelName] = []
+
+
+class KeyUpdate(Schema):
+    """What an admin body may set on an ApiKey; only the fields given are applied."""
+
+    name: str = ""
+    expires_at: UnixSeconds = 0.0
+    rpm: Limit = 0
+    input_tpm: Limit = 0
+    output_tpm: Limit = 0
+
+
+_TENANT_ID: TypeAdapter[str] = TypeAdapter(TenantId)
+
+
+def _validated(schema: type[Schema], body: Any) -> Any:
+    """`body` as `schema`, or a 400 naming the first bad field."""
+    try:
+        return schema.model_validate(body)
+    except ValidationError as exc:
+        raise _bad_request(exc) from None
+
+
+def _bad_request(exc: ValidationError) -> ApiError:
+    first = exc.errors(include_url=False)[0]
+    if first["type"] == UNKNOWN_KEYS:
+        param = first["ctx"]["unknown"][0]
+    else:
+        param = str(first["loc"][0]) if first["loc"] else None
+    return invalid_request(explain(exc), param=param)
 
 
 def policy_name_check(hooks) -> Callable[[str], None]:
@@ -116,13 +190,13 @@ def policy_name_check(hooks) -> Callable[[str], None]:
 
 def _only_off(name: str) -> None:
     if name != GUARDRAILS_OFF:
-        raise ValueError(f"guardrail policy {name!r} is not defined: this gateway runs without guardrails "
-                         f"(no `guardrails` section in its config); use {GUARDRAILS_OFF!r}")
+        raise ValueError(
+            f"guardrail policy {name!r} is not defined: this gateway runs without guardrails "
+            f"(no `guardrails` section in its config); use {GUARDRAILS_OFF!r}"
+        )
 
 
-def _policy_name(value, check_policy: Callable[[str], None]) -> str:
-    if not isinstance(value, str):
-        raise invalid_request(f"guardrails must be a policy name, got {value!r}", param="guardrails")
+def _policy_name(value: str, check_policy: Callable[[str], None]) -> str:
     try:
         check_policy(value)
     except ValueError as exc:  # a name the gateway does not define would fail every request of the tenant
@@ -130,65 +204,65 @@ def _policy_name(value, check_policy: Callable[[str], None]) -> str:
     return value
 
 
-def apply_tenant_fields(tenant: Tenant, updates: dict, check_policy: Callable[[str], None]) -> Tenant:
+def apply_tenant_fields(tenant: Tenant, updates: dict[str, Any], check_policy: Callable[[str], None]) -> Tenant:
     """Validate and apply an admin update (unknown fields are a 400, not silently ignored); `check_policy` (from
     policy_name_check) raises ValueError for a guardrail policy name the gateway does not define."""
-    known = {f.name for f in fields(Tenant)} - {"id", "gen"}
-    for name, value in updates.items():
-        if name not in known:
-            raise invalid_request(f"unknown tenant field {name!r}; known: {sorted(known)}", param=name)
-        if name in TENANT_INT_FIELDS:  # a default reservation of 0 would let unbounded outputs through unreserved
-            value = _limit(name, value, minimum=1 if name == "default_max_tokens" else 0)
-        elif name == "isolate_cache":
-            if not isinstance(value, bool):
-                raise invalid_request(f"isolate_cache must be true or false, got {value!r}", param=name)
-        elif name == "models":
-            if not isinstance(value, list) or not all(isinstance(m, str) and m and "," not in m for m in value):
-                raise invalid_request(f"models must be a list of model names, got {value!r}", param=name)
-        elif name == "guardrails":
-            value = _policy_name(value, check_policy)
-        setattr(tenant, name, value)
+    update = _validated(TenantUpdate, updates)
+    if "guardrails" in update.model_fields_set:
+        _policy_name(update.guardrails, check_policy)
+    for name in update.model_fields_set:
+        setattr(tenant, name, getattr(update, name))
     return tenant
 
 
-def apply_key_fields(key: ApiKey, updates: dict) -> ApiKey:
-    known = {"name", "expires_at", *KEY_INT_FIELDS}
-    for name, value in updates.items():
-        if name not in known:
-            raise invalid_request(f"unknown key field {name!r}; known: {sorted(known)}", param=name)
-        if name in KEY_INT_FIELDS:
-            value = _limit(name, value)
-        elif name == "expires_at":
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_UNIX_S:
-                raise invalid_request(f"expires_at must be unix seconds up to {MAX_UNIX_S} (0: never), got {value!r}",
-                                      param=name)
-            value = float(value)
-        elif not isinstance(value, str):
-            raise invalid_request(f"name must be a string, got {value!r}", param=name)
-        setattr(key, name, value)
+def check_models_served(models: list[str], served: Collection[str]) -> None:
+    """A tenant's allowed models must be ones the gateway serves: a typo would leave it able to use nothing."""
+    unknown = [m for m in models if m not in served]
+    if unknown:
+        raise invalid_request(
+            f"models {unknown} are not served by this gateway; served: {sorted(served)}",
+            param="models",
+            code="model_not_served",
+        )
+
+
+def apply_key_fields(key: ApiKey, updates: dict[str, Any]) -> ApiKey:
+    update = _validated(KeyUpdate, updates)
+    for name in update.model_fields_set:
+        setattr(key, name, getattr(update, name))
     return key
 
 
-def validate_tenant_id(tenant_id) -> str:
-    # "." and ".." would be path segments clients normalise away: such a tenant could never be read or deleted.
-    if not isinstance(tenant_id, str) or not TENANT_ID_RE.match(tenant_id) or tenant_id in (".", ".."):
-        raise invalid_request(f"tenant id must match {TENANT_ID_RE.pattern} and not be '.' or '..', got "
-                              f"{tenant_id!r}", param="id")
-    return tenant_id
+def validate_tenant_id(tenant_id: Any) -> str:
+    try:
+        return _TENANT_ID.validate_python(tenant_id, strict=True)
+    except ValidationError:
+        raise invalid_request(
+            f"tenant id must match {TENANT_ID_RE.pattern} and not be '.' or '..', got {tenant_id!r}", param="id"
+        ) from None
 
 
 # Flat string maps, the shape of a Redis hash.
 def tenant_to_hash(tenant: Tenant) -> dict[str, str]:
     out = {name: str(getattr(tenant, name)) for name in TENANT_INT_FIELDS}
-    out.update(guardrails=tenant.guardrails, isolate_cache="1" if tenant.isolate_cache else "0",
-               models=",".join(tenant.models), gen=str(tenant.gen), id=tenant.id)
+    out.update(
+        guardrails=tenant.guardrails,
+        isolate_cache="1" if tenant.isolate_cache else "0",
+        models=",".join(tenant.models),
+        gen=str(tenant.gen),
+        id=tenant.id,
+    )
     return out
 
 
 def tenant_from_hash(raw: dict[str, str]) -> Tenant:
-    tenant = Tenant(id=raw["id"], guardrails=raw.get("guardrails", GUARDRAILS_OFF),
-                    isolate_cache=raw.get("isolate_cache") == "1",
-                    models=[m for m in raw.get("models", "").split(",") if m], gen=int(raw.get("gen", 0)))
+    tenant = Tenant(
+        id=raw["id"],
+        guardrails=raw.get("guardrails", GUARDRAILS_OFF),
+        isolate_cache=raw.get("isolate_cache") == "1",
+        models=[m for m in raw.get("models", "").split(",") if m],
+        gen=int(raw.get("gen", 0)),
+    )
     for name in TENANT_INT_FIELDS:
         setattr(tenant, name, int(raw.get(name, getattr(tenant, name))))
     return tenant
@@ -196,12 +270,38 @@ def tenant_from_hash(raw: dict[str, str]) -> Tenant:
 
 def key_to_hash(key: ApiKey) -> dict[str, str]:
     out = {name: str(getattr(key, name)) for name in KEY_INT_FIELDS}
-    out.update(key_id=key.key_id, tenant_id=key.tenant_id, digest=key.digest, name=key.name,
-               created_at=repr(key.created_at), expires_at=repr(key.expires_at), revoked="1" if key.revoked else "0")
+    out.update(
+        key_id=key.key_id,
+        tenant_id=key.tenant_id,
+        digest=key.digest,
+        name=key.name,
+        created_at=repr(key.created_at),
+        expires_at=repr(key.expires_at),
+        revoked="1" if key.revoked else "0",
+    )
     return out
 
 
+def tenant_changes_to_hash(changes: dict[str, object]) -> dict[str, str]:
+    """Only the changed fields, encoded as tenant_to_hash encodes them (a field-level update)."""
+    encoded = tenant_to_hash(replace(Tenant(id=""), **changes))
+    return {name: encoded[name] for name in changes}
+
+
+def key_changes_to_hash(changes: dict[str, object]) -> dict[str, str]:
+    """Only the changed fields, encoded as key_to_hash encodes them (a field-level update)."""
+    encoded = key_to_hash(replace(ApiKey("", "", ""), **changes))
+    return {name: encoded[name] for name in changes}
+
+
 def key_from_hash(raw: dict[str, str]) -> ApiKey:
-    return ApiKey(key_id=raw["key_id"], tenant_id=raw["tenant_id"], digest=raw["digest"], name=raw.get("name", ""),
-                  created_at=float(raw.get("created_at", 0)), expires_at=float(raw.get("expires_at", 0)),
-                  revoked=raw.get("revoked") == "1", **{n: int(raw.get(n, 0)) for n in KEY_INT_FIELDS})
+    return ApiKey(
+        key_id=raw["key_id"],
+        tenant_id=raw["tenant_id"],
+        digest=raw["digest"],
+        name=raw.get("name", ""),
+        created_at=float(raw.get("created_at", 0)),
+        expires_at=float(raw.get("expires_at", 0)),
+        revoked=raw.get("revoked") == "1",
+        **{n: int(raw.get(n, 0)) for n in KEY_INT_FIELDS},
+    )

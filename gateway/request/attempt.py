@@ -89,6 +89,11 @@ class UpstreamAttempt:
             if opening.done() and not opening.cancelled():
                 opening.exception()
 
+    def first_token(self) -> None:
+        """The replica's first byte arrived: the router's queued-prefill estimate for it drops this prompt."""
+        if self.route is not None:
+            self._links.router.first_token(self.route)
+
     def release(self) -> None:
         """The attempt is over: its connection goes back to the pool or is closed, its route is released."""
         if self.response is not None:
@@ -106,8 +111,14 @@ class UpstreamAttempt:
         links = self._links
         salt = cache_salt(ctx)
         ids = ctx.prompt.token_ids
-        request = RouteRequest(ctx.parsed.model, ids, ctx.prompt.text, ctx.reserved_out, salt,
-                               block_hashes(ids, ctx.model.block_size, salt) if ids else [])
+        request = RouteRequest(
+            ctx.parsed.model,
+            ids,
+            ctx.prompt.text,
+            ctx.reserved_out,
+            salt,
+            block_hashes(ids, ctx.model.block_size, salt) if ids else [],
+        )
         body = upstream_body(ctx, salt, max_context(ctx.model, links.tokenizers.get(ctx.model.name)))
         headers = {"content-type": "application/json", "x-request-id": ctx.request_id}
         upstream_trace_headers(headers, ctx.traceparent)
@@ -134,7 +145,8 @@ class UpstreamAttempt:
                 last_error = upstream_failed(f"Could not reach the upstream {route.replica}: {type(exc).__name__}.")
                 self._drop_route(route)
                 stale = isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)) and not isinstance(
-                    exc, aiohttp.ClientConnectorError)  # a refused connect is no stale connection
+                    exc, aiohttp.ClientConnectorError
+                )  # a refused connect is no stale connection
                 if stale and route.replica not in reconnected:
                     reconnected.add(route.replica)
                     continue
@@ -175,8 +187,9 @@ async def _upstream_error(response: aiohttp.ClientResponse) -> ApiError:
         pass
     status = response.status
     if status == 503:
-        return unavailable(f"The upstream is overloaded: {message}",
-                           upstream_retry_after_s(response.headers.get("retry-after")))
+        return unavailable(
+            f"The upstream is overloaded: {message}", upstream_retry_after_s(response.headers.get("retry-after"))
+        )
     if status >= 500:
         return upstream_failed(f"The upstream failed: {message}")
     return ApiError(status, message, "invalid_request_error", code if isinstance(code, str) else None)

@@ -9,10 +9,14 @@ next request on every gateway instance, and an unchanged tenant costs no extra R
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
+from typing import Protocol, TypeVar
 
+from gateway.admin.tenants import ApiKey, Tenant, digest_key
 from gateway.errors import unauthorized, unavailable
 from gateway.store.base import StoreUnavailable
-from gateway.tenants import ApiKey, Tenant, digest_key
+
+T = TypeVar("T")
 
 MAX_CACHED_KEYS = 100_000
 DEAD_KEY_RECHECK_S = 1.0
@@ -20,8 +24,14 @@ DEAD_KEY_RECHECK_S = 1.0
 another gateway instance; the instance that took the change forgets the key at once)."""
 
 
+class KeyStore(Protocol):
+    async def get_key(self, digest: str) -> ApiKey | None: ...
+
+    async def get_tenant(self, tenant_id: str) -> Tenant | None: ...
+
+
 class AuthCache:
-    def __init__(self, store):
+    def __init__(self, store: KeyStore) -> None:
         self._store = store
         self._keys: dict[str, tuple[ApiKey, float]] = {}  # digest -> (key record, monotonic s it was fetched)
         self._tenants: dict[str, Tenant] = {}
@@ -51,6 +61,13 @@ class AuthCache:
             tenant = await self.refresh_tenant(key.tenant_id)
         return key, tenant
 
+    async def authenticate_fresh(self, authorization: bytes | None) -> tuple[ApiKey, Tenant]:
+        """For paths off the hot one (/v1/models): the key record is read from the store, not the cache, so a key
+        revoked through another instance is refused here at once (no admission script runs to catch it)."""
+        if authorization and authorization[:7].lower() == b"bearer ":
+            self.forget_key(digest_key(authorization[7:].strip().decode("latin-1")))
+        return await self.authenticate(authorization)
+
     async def refresh_tenant(self, tenant_id: str) -> Tenant:
         tenant = await self._fetch(self._store.get_tenant, tenant_id)
         if tenant is None:
@@ -69,7 +86,7 @@ class AuthCache:
         for digest in [d for d, (key, _) in self._keys.items() if key.tenant_id == tenant_id]:
             del self._keys[digest]
 
-    async def _fetch(self, fn, arg):
+    async def _fetch(self, fn: Callable[[str], Awaitable[T | None]], arg: str) -> T | None:
         try:
             return await fn(arg)
         except StoreUnavailable:

@@ -12,7 +12,7 @@ Presidio or spaCy.
 from __future__ import annotations
 
 from gateway.errors import guardrail_policy_unknown, invalid_request
-from gateway.hooks import NoHooks, RequestHooks
+from gateway.request.hooks import NoHooks, RequestHooks
 
 
 def build_hooks(section: dict | None, metrics_registry) -> RequestHooks:
@@ -25,6 +25,8 @@ def build_hooks(section: dict | None, metrics_registry) -> RequestHooks:
     engine = Guardrails(GuardrailsConfig.from_dict(section.get("engine")), GuardrailMetrics(metrics_registry))
     policies = {name: GuardrailPolicy.from_dict(raw) for name, raw in (section.get("policies") or {}).items()}
     return GuardrailHooks(
-        engine, policies, on_block=lambda blocked: invalid_request(str(blocked), code="content_policy_violation"),
+        engine,
+        policies,
+        on_block=lambda blocked: invalid_request(str(blocked), code="content_policy_violation"),
         on_unknown_policy=guardrail_policy_unknown,
     )

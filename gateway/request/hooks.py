@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from gateway.tenants import Tenant
+from gateway.admin.tenants import Tenant
+from gateway.request.parse import JsonObject
 
 
 class StreamTransformer(Protocol):
@@ -26,21 +27,21 @@ class StreamTransformer(Protocol):
 
 
 class RequestHooks(Protocol):
-    async def check_input(self, tenant: Tenant, route_kind: str, body: dict) -> dict: ...
+    async def check_input(self, tenant: Tenant, route_kind: str, body: JsonObject) -> JsonObject: ...
 
     async def check_output(self, tenant: Tenant, route_kind: str, response_body: bytes) -> bytes: ...
 
-    def output_transformer(self, tenant: Tenant, route_kind: str, body: dict) -> StreamTransformer | None: ...
+    def output_transformer(self, tenant: Tenant, route_kind: str, body: JsonObject) -> StreamTransformer | None: ...
 
 
 class NoHooks:
     """Guardrails off: the default until guardrails/ is wired in."""
 
-    async def check_input(self, tenant: Tenant, route_kind: str, body: dict) -> dict:
+    async def check_input(self, tenant: Tenant, route_kind: str, body: JsonObject) -> JsonObject:
         return body
 
     async def check_output(self, tenant: Tenant, route_kind: str, response_body: bytes) -> bytes:
         return response_body
 
-    def output_transformer(self, tenant: Tenant, route_kind: str, body: dict) -> StreamTransformer | None:
+    def output_transformer(self, tenant: Tenant, route_kind: str, body: JsonObject) -> StreamTransformer | None:
         return None

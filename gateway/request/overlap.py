@@ -33,7 +33,7 @@ Needs = tuple[dict[str, int], dict[str, int]]
 class _Scope:
     """Views of one kind (per key, or per tenant): name -> [limit, left], and what overlapped requests still hold."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.views: dict[str, tuple[float, dict[str, list[int]]]] = {}
         self.pending: dict[str, dict[str, int]] = {}
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any, TypeGuard
 
 from gateway.errors import invalid_request
 
@@ -22,13 +23,15 @@ stays exact below it, and no model generates that much."""
 TOKEN_ID_LIMIT = 2**32
 """Token ids are uint32 downstream (routing's block hashes, the engine): anything outside [0, 2**32) is a 400."""
 # A `\u` escape of a UTF-16 surrogate (D800-DFFF); JSON allows only a lowercase `u`, hex digits in either case.
+JsonObject = dict[str, Any]
+"""A decoded JSON object (a request body)."""
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 
 @dataclass
 class ParsedRequest:
     kind: str
-    body: dict
+    body: JsonObject
     model: str
     stream: bool
     client_wants_usage: bool
@@ -36,12 +39,12 @@ class ParsedRequest:
     max_tokens: int | None
     completions: int
     """Completions the upstream will generate: n x number of prompts (multiplies the output reservation)."""
-    prompts: list  # completions: list of str or of token-id lists; chat: []
-    original_body: dict | None = None
+    prompts: list[str | list[int]]  # completions: list of str or of token-id lists; chat: []
+    original_body: JsonObject | None = None
     """The body as parsed, before the input hook; `body is original_body` means it went through unchanged."""
 
 
-def parse_json(raw: bytes) -> dict:
+def parse_json(raw: bytes) -> JsonObject:
     try:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -57,12 +60,14 @@ def parse_json(raw: bytes) -> dict:
         try:
             json.dumps(body, ensure_ascii=False).encode()
         except UnicodeEncodeError:
-            raise invalid_request("The request body contains a lone UTF-16 surrogate escape (\\ud800-\\udfff not "
-                                  "part of a pair); strings must be valid Unicode.") from None
+            raise invalid_request(
+                "The request body contains a lone UTF-16 surrogate escape (\\ud800-\\udfff not "
+                "part of a pair); strings must be valid Unicode."
+            ) from None
     return body
 
 
-def _int_param(body: dict, name: str, minimum: int, maximum: int | None = None) -> int | None:
+def _int_param(body: JsonObject, name: str, minimum: int, maximum: int | None = None) -> int | None:
     value = body.get(name)
     if value is None:
         return None
@@ -72,7 +77,7 @@ def _int_param(body: dict, name: str, minimum: int, maximum: int | None = None) 
     return value
 
 
-def _common(kind: str, body: dict, prompts: list) -> ParsedRequest:
+def _common(kind: str, body: JsonObject, prompts: list[str | list[int]]) -> ParsedRequest:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise invalid_request("model is required and must be a string.", param="model")
@@ -92,12 +97,15 @@ def _common(kind: str, body: dict, prompts: list) -> ParsedRequest:
     best_of = _int_param(body, "best_of", 1, MAX_N) or 1
     completions = max(n, best_of) * max(1, len(prompts))
     if max_tokens is not None and max_tokens * completions > MAX_RESERVATION_TOKENS:
-        raise invalid_request(f"max_tokens x n x prompts = {max_tokens * completions} is more than any model can "
-                              f"generate (at most {MAX_RESERVATION_TOKENS}).", param="max_tokens")
+        raise invalid_request(
+            f"max_tokens x n x prompts = {max_tokens * completions} is more than any model can "
+            f"generate (at most {MAX_RESERVATION_TOKENS}).",
+            param="max_tokens",
+        )
     return ParsedRequest(kind, body, model, stream, wants_usage, max_tokens, completions, prompts, body)
 
 
-def parse_chat(body: dict) -> ParsedRequest:
+def parse_chat(body: JsonObject) -> ParsedRequest:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise invalid_request("messages must be a non-empty array.", param="messages")
@@ -106,28 +114,34 @@ def parse_chat(body: dict) -> ParsedRequest:
             raise invalid_request(f"messages[{i}] must be an object with a string role.", param=f"messages[{i}]")
         content = message.get("content")
         if content is not None and not isinstance(content, (str, list)):
-            raise invalid_request(f"messages[{i}].content must be a string or an array of parts.",
-                                  param=f"messages[{i}].content")
+            raise invalid_request(
+                f"messages[{i}].content must be a string or an array of parts.", param=f"messages[{i}].content"
+            )
     tools = body.get("tools")
     if tools is not None and not isinstance(tools, list):
         raise invalid_request("tools must be an array.", param="tools")
     return _common(CHAT, body, [])
 
 
-def _is_token_ids(value) -> bool:
-    return isinstance(value, list) and bool(value) and all(
-        isinstance(t, int) and not isinstance(t, bool) and 0 <= t < TOKEN_ID_LIMIT for t in value)
+def _is_token_ids(value: object) -> TypeGuard[list[int]]:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < TOKEN_ID_LIMIT for t in value)
+    )
 
 
-def parse_completion(body: dict) -> ParsedRequest:
+def parse_completion(body: JsonObject) -> ParsedRequest:
     prompt = body.get("prompt")
-    if isinstance(prompt, str):
-        prompts = [prompt]
-    elif _is_token_ids(prompt):
+    prompts: list[str | list[int]]
+    if isinstance(prompt, str) or _is_token_ids(prompt):
         prompts = [prompt]
     elif isinstance(prompt, list) and prompt and all(isinstance(p, str) or _is_token_ids(p) for p in prompt):
         prompts = list(prompt)
     else:
-        raise invalid_request("prompt must be a string, an array of strings, an array of token ids, or an array "
-                              f"of token-id arrays (token ids are integers in [0, {TOKEN_ID_LIMIT})).", param="prompt")
+        raise invalid_request(
+            "prompt must be a string, an array of strings, an array of token ids, or an array "
+            f"of token-id arrays (token ids are integers in [0, {TOKEN_ID_LIMIT})).",
+            param="prompt",
+        )
     return _common(COMPLETIONS, body, prompts)

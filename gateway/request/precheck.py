@@ -43,8 +43,9 @@ class DeniedKeys:
         if len(self._by_digest) >= MAX_DENIED_KEYS:  # keys that never come back would pile up
             self._by_digest.clear()
         now_s = time.monotonic()
-        self._by_digest[digest] = Denial(now_s + min(retry_after_s, PRECHECK_MAX_S), now_s + retry_after_s,
-                                         tenant_id, headers)
+        self._by_digest[digest] = Denial(
+            now_s + min(retry_after_s, PRECHECK_MAX_S), now_s + retry_after_s, tenant_id, headers
+        )
 
     def forget_tenant(self, tenant_id: str) -> None:
         """An admin changed the tenant: its keys' next requests go to the store."""

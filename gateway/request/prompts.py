@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from gateway.config import ModelConfig
 from gateway.errors import context_length_exceeded
-from gateway.parse import CHAT, ParsedRequest
-from gateway.tokenizer import PromptTokenizer, estimate_tokens
+from gateway.request.parse import CHAT, ParsedRequest
+from gateway.request.tokenizer import PromptTokenizer, estimate_tokens
 
 
 @dataclass
@@ -22,6 +22,7 @@ class Prompt:
 
 
 async def measure(parsed: ParsedRequest, model: ModelConfig, tokenizer: PromptTokenizer | None) -> Prompt:
+    ids: list[int] | None
     if parsed.kind == CHAT:
         if tokenizer is None:
             text = "".join(str(m.get("content") or "") for m in parsed.body["messages"])
@@ -55,8 +56,14 @@ def max_context(model: ModelConfig, tokenizer: PromptTokenizer | None) -> int | 
     return model.max_model_len or (tokenizer.model_max_length if tokenizer else None)
 
 
-def _check_context(prompt_tokens: int, parsed: ParsedRequest, model: ModelConfig,
-                   tokenizer: PromptTokenizer | None, param: str, at_least: bool = False) -> None:
+def _check_context(
+    prompt_tokens: int,
+    parsed: ParsedRequest,
+    model: ModelConfig,
+    tokenizer: PromptTokenizer | None,
+    param: str,
+    at_least: bool = False,
+) -> None:
     """`at_least`: prompt_tokens is the length-only lower bound, checked before encoding a prompt that may not be
     worth encoding."""
     max_len = max_context(model, tokenizer)

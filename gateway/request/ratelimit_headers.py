@@ -31,8 +31,15 @@ def ratelimit_headers(buckets: dict[str, BucketView]) -> list[tuple[bytes, bytes
         _put(headers, "requests", buckets[REQUESTS])
     token_views = [buckets[name] for name in (INPUT_TOKENS, OUTPUT_TOKENS) if name in buckets]
     if token_views:
-        _put(headers, "tokens", BucketView(sum(v.limit for v in token_views), sum(v.remaining for v in token_views),
-                                           max(v.reset_s for v in token_views)))
+        _put(
+            headers,
+            "tokens",
+            BucketView(
+                sum(v.limit for v in token_views),
+                sum(v.remaining for v in token_views),
+                max(v.reset_s for v in token_views),
+            ),
+        )
     if INPUT_TOKENS in buckets:
         _put(headers, "input-tokens", buckets[INPUT_TOKENS])
     if OUTPUT_TOKENS in buckets:

@@ -22,12 +22,21 @@ def rejection(admission: Admission, model: str, prompt_tokens: int) -> ApiError:
     headers = retry_after(admission.retry_after_s)
     if reason in (base.DAILY_BUDGET, base.MONTHLY_BUDGET):
         period = "daily" if reason == base.DAILY_BUDGET else "monthly"
-        return ApiError(429, f"You exceeded your {period} token budget; it renews in "
-                             f"{admission.retry_after_s:.0f}s.", "insufficient_quota", "insufficient_quota",
-                        headers=headers)
+        return ApiError(
+            429,
+            f"You exceeded your {period} token budget; it renews in {admission.retry_after_s:.0f}s.",
+            "insufficient_quota",
+            "insufficient_quota",
+            headers=headers,
+        )
     if reason == base.CONCURRENCY:
-        return ApiError(429, "Too many concurrent requests for this tenant; retry when one finishes.", "requests",
-                        "rate_limit_exceeded", headers=headers)
+        return ApiError(
+            429,
+            "Too many concurrent requests for this tenant; retry when one finishes.",
+            "requests",
+            "rate_limit_exceeded",
+            headers=headers,
+        )
     bucket = reason.removesuffix(base.TOO_LARGE)
     type_, text, limit_name = _BUCKET_TEXT[bucket]
     view = admission.buckets.get(bucket)
@@ -35,8 +44,18 @@ def rejection(admission: Admission, model: str, prompt_tokens: int) -> ApiError:
     if reason.endswith(base.TOO_LARGE):
         need = prompt_tokens if bucket == base.INPUT_TOKENS else admission.reserved_out
         # No Retry-After: waiting never helps a request larger than the bucket itself.
-        return ApiError(429, f"Request too large for {text}: it needs {need}, the limit is {limit}. Send fewer "
-                             f"tokens{' or a lower max_tokens' if bucket == base.OUTPUT_TOKENS else ''}.",
-                        type_, "rate_limit_exceeded", param=None)
-    return ApiError(429, f"Rate limit reached for {text}: limit {limit}. Please try again in "
-                         f"{admission.retry_after_s:.3g}s.", type_, "rate_limit_exceeded", headers=headers)
+        return ApiError(
+            429,
+            f"Request too large for {text}: it needs {need}, the limit is {limit}. Send fewer "
+            f"tokens{' or a lower max_tokens' if bucket == base.OUTPUT_TOKENS else ''}.",
+            type_,
+            "rate_limit_exceeded",
+            param=None,
+        )
+    return ApiError(
+        429,
+        f"Rate limit reached for {text}: limit {limit}. Please try again in {admission.retry_after_s:.3g}s.",
+        type_,
+        "rate_limit_exceeded",
+        headers=headers,
+    )

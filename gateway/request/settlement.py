@@ -59,8 +59,9 @@ class Reservation:
     async def __aenter__(self) -> RequestContext:
         return self._ctx
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        traceback: TracebackType | None) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         # No await in here: neither a cancellation nor an error can come between the request's end and its settlement.
         ctx, parts = self._ctx, self._parts
         if ctx.admission is not None:  # first: nothing below may keep the reservation from being settled
@@ -82,9 +83,19 @@ class Reservation:
             actual_out = self._count_delivered(ctx) if reported_out is None else reported_out
         elif accepted:  # the client left before any of the answer arrived: the prompt was still taken in
             actual_in = ctx.prompt.prompt_tokens
-        settlement = Settlement(ctx.tenant.id, ctx.key.digest, ctx.parsed.model, ctx.request_id,
-                                ctx.prompt.prompt_tokens, admission.reserved_out, actual_in, actual_out,
-                                admission.day, admission.month, ctx.lease_end_ms)
+        settlement = Settlement(
+            ctx.tenant.id,
+            ctx.key.digest,
+            ctx.parsed.model,
+            ctx.request_id,
+            ctx.prompt.prompt_tokens,
+            admission.reserved_out,
+            actual_in,
+            actual_out,
+            admission.day,
+            admission.month,
+            ctx.lease_end_ms,
+        )
         try:
             await parts.store.settle(settlement, admission.store)
         except Exception:

@@ -10,7 +10,7 @@ from sluicegate import tracing
 _OFF = contextlib.nullcontext()
 
 
-def stage(name: str):
+def stage(name: str) -> contextlib.AbstractContextManager[object]:
     if not tracing.enabled():
         return _OFF
     return tracing.tracer("gateway").start_as_current_span(name)

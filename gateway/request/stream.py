@@ -1,27 +1,29 @@
 """Reading an upstream's OpenAI SSE stream on the way through, without re-encoding it.
 
-The scanner cuts the byte stream at event boundaries (so a client never receives half an event), spots the usage
-chunk (parsed only when the bytes contain a usage object), drops it when the client did not ask for usage, and
-keeps what it delivered so that, if the upstream never reports usage, the completion can be counted afterwards:
-the raw events until they pass COMPACT_BYTES, then only their text (SSE JSON is ~5-10x the text it carries, and a
-long stream times many clients must not hold megabytes each; parsing in 64 KiB batches costs what parsing every
-event would, once).
+The scanner cuts the byte stream at event boundaries (sluicegate/sse.py's `SseSplitter`, so a client never
+receives half an event), spots the usage chunk (parsed only when the bytes contain a usage object), drops it when
+the client did not ask for usage, and keeps what it delivered so that, if the upstream never reports usage, the
+completion can be counted afterwards: the raw events until they pass COMPACT_BYTES, then only their text (SSE JSON
+is ~5-10x the text it carries, and a long stream times many clients must not hold megabytes each; parsing in
+64 KiB batches costs what parsing every event would, once).
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
-DONE = b"data: [DONE]"
+from sluicegate.sse import DONE_DATA, SseSplitter, encode_event, event_data, split_events
+
 COMPACT_BYTES = 64 << 10
 _USAGE_MARKERS = (b'"usage":{', b'"usage": {')
 
 
 class StreamScanner:
-    def __init__(self, strip_usage: bool):
+    def __init__(self, strip_usage: bool) -> None:
         self._strip_usage = strip_usage
-        self._pending = b""
-        self.usage: dict | None = None
+        self._splitter = SseSplitter()
+        self.usage: dict[str, Any] | None = None
         self.saw_done = False
         self._raw: list[bytes] = []  # delivered events not yet reduced to text
         self._raw_bytes = 0
@@ -29,18 +31,13 @@ class StreamScanner:
 
     def feed(self, chunk: bytes) -> bytes:
         """Upstream bytes in; the complete events to forward out (b"" while an event is still incomplete)."""
-        if b"\r" in chunk:
-            chunk = chunk.replace(b"\r\n", b"\n")
-        data = self._pending + chunk if self._pending else chunk
-        end = data.rfind(b"\n\n")
-        if end < 0:
-            self._pending = data
+        events = self._splitter.feed(chunk)
+        if not events:
             return b""
-        events, self._pending = data[: end + 2], data[end + 2 :]
         if _USAGE_MARKERS[0] in events or _USAGE_MARKERS[1] in events:
             events = self._take_usage(events)
-        if DONE in events:
-            self.saw_done = True
+        if DONE_DATA in events and not self.saw_done:  # once a stream, at its end: confirmed by the parser
+            self.saw_done = any(event_data(event) == DONE_DATA for event in split_events(events))
         if events:
             self._raw.append(events)
             self._raw_bytes += len(events)
@@ -60,10 +57,8 @@ class StreamScanner:
 
     def _take_usage(self, events: bytes) -> bytes:
         kept = []
-        for event in events.split(b"\n\n"):
-            if not event:
-                continue
-            payload = _data(event)
+        for event in split_events(events):
+            payload = event_data(event)
             if payload is not None and (_USAGE_MARKERS[0] in payload or _USAGE_MARKERS[1] in payload):
                 try:
                     obj = json.loads(payload)
@@ -77,18 +72,11 @@ class StreamScanner:
         return b"".join(kept)
 
 
-def _data(event: bytes) -> bytes | None:
-    for line in event.split(b"\n"):
-        if line.startswith(b"data:"):
-            return line[5:].strip()
-    return None
-
-
 def _events_text(events: bytes) -> str:
     parts = []
-    for event in events.split(b"\n\n"):
-        payload = _data(event)
-        if not payload or payload == b"[DONE]":
+    for event in split_events(events):
+        payload = event_data(event)
+        if not payload or payload == DONE_DATA:
             continue
         try:
             obj = json.loads(payload)
@@ -98,7 +86,7 @@ def _events_text(events: bytes) -> str:
     return "".join(parts)
 
 
-def choice_texts(obj, streaming: bool) -> list[str]:
+def choice_texts(obj: object, streaming: bool) -> list[str]:
     texts = []
     choices = obj.get("choices") if isinstance(obj, dict) else None
     for choice in choices if isinstance(choices, list) else []:
@@ -113,4 +101,4 @@ def choice_texts(obj, streaming: bool) -> list[str]:
 
 def error_event(message: str, code: str) -> bytes:
     body = {"error": {"message": message, "type": "upstream_error", "param": None, "code": code}}
-    return b"data: " + json.dumps(body).encode() + b"\n\n"
+    return encode_event(json.dumps(body))

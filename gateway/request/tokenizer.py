@@ -26,8 +26,13 @@ import json
 import re
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from gateway.errors import invalid_request
+
+if TYPE_CHECKING:
+    import jinja2
+    from tokenizers import Tokenizer
 
 LONG_PROMPT_CHARS = 32_768
 CACHED_PIECES = 8192
@@ -41,7 +46,7 @@ class PromptTokenizer:
         if not (Path(path) / "tokenizer.json").is_file():
             raise ValueError(f"{path!r} has no tokenizer.json; the gateway needs a fast (Rust) tokenizer folder")
         self._hf = PreTrainedTokenizerFast.from_pretrained(path)
-        self._rust = self._hf._tokenizer
+        self._rust = self._hf.backend_tokenizer
         self.has_chat_template = bool(self._hf.chat_template)
         self._template = _compile(self._hf.chat_template) if self.has_chat_template else None
         self._template_vars = {k: v for k, v in self._hf.special_tokens_map.items() if isinstance(v, str)}
@@ -52,18 +57,23 @@ class PromptTokenizer:
         # No token stands for more characters than its own text (byte-level tokens: bytes, at least as many)
         self._max_chars_per_token = max(len(token) for token in self._rust.get_vocab(with_added_tokens=True))
 
-    def render_chat(self, messages: list[dict], tools: list | None = None) -> str:
+    def render_chat(self, messages: list[dict[str, Any]], tools: list[Any] | None = None) -> str:
         if not self.has_chat_template:
             raise invalid_request("This model has no chat template; use /v1/completions.", param="messages")
         messages = [_plain_message(m) for m in messages]
         try:
             if self._template is not None and tools is None:
-                return self._template.render(messages=messages, add_generation_prompt=True, tools=None,
-                                             documents=None, **self._template_vars)
-            return self._hf.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
+                return self._template.render(
+                    messages=messages, add_generation_prompt=True, tools=None, documents=None, **self._template_vars
+                )
+            rendered: str = self._hf.apply_chat_template(
+                messages, tools=tools, tokenize=False, add_generation_prompt=True
+            )
+            return rendered
         except Exception as exc:  # a template rejects a conversation with TemplateError, TypeError, ValueError...
-            raise invalid_request(f"messages could not be rendered with the model's chat template: {exc}",
-                                  param="messages") from None
+            raise invalid_request(
+                f"messages could not be rendered with the model's chat template: {exc}", param="messages"
+            ) from None
 
     def min_tokens(self, text: str) -> int:
         """A lower bound on the text's token count, from its length alone (halved: a normalizer may drop
@@ -92,15 +102,18 @@ class PromptTokenizer:
         return tuple(self._rust_ids(piece, False))
 
     def _rust_ids(self, text: str, add_special_tokens: bool) -> list[int]:
+        ids: list[int]
         if len(text) > LONG_PROMPT_CHARS:  # we are in a worker thread: let the event loop run meanwhile
-            return self._rust.encode_batch([text], add_special_tokens=add_special_tokens)[0].ids
-        return self._rust.encode(text, add_special_tokens=add_special_tokens).ids
+            ids = self._rust.encode_batch([text], add_special_tokens=add_special_tokens)[0].ids
+        else:
+            ids = self._rust.encode(text, add_special_tokens=add_special_tokens).ids
+        return ids
 
     def count(self, text: str) -> int:
         return len(self._rust_ids(text, False))
 
 
-def _added_token_splitter(rust) -> tuple[re.Pattern | None, dict[str, int]]:
+def _added_token_splitter(rust: Tokenizer) -> tuple[re.Pattern[str] | None, dict[str, int]]:
     added = rust.get_added_tokens_decoder()
     if not added or any(t.lstrip or t.rstrip or t.single_word or t.normalized for t in added.values()):
         return None, {}
@@ -110,17 +123,23 @@ def _added_token_splitter(rust) -> tuple[re.Pattern | None, dict[str, int]]:
     return re.compile(f"({alternatives})"), by_content
 
 
-def _compile(template: str):
+def _compile(template: str) -> jinja2.Template | None:
     """The template in an environment like transformers' (sandboxed, trim/lstrip blocks, its tojson, its globals);
     None when it needs transformers' own extensions (e.g. {% generation %})."""
     import jinja2
     from jinja2.ext import loopcontrols
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    def raise_exception(message):
+    def raise_exception(message: str) -> NoReturn:
         raise jinja2.exceptions.TemplateError(message)
 
-    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    def tojson(
+        x: object,
+        ensure_ascii: bool = False,
+        indent: int | None = None,
+        separators: tuple[str, str] | None = None,
+        sort_keys: bool = False,
+    ) -> str:
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
@@ -133,7 +152,7 @@ def _compile(template: str):
         return None
 
 
-def _plain_message(message: dict) -> dict:
+def _plain_message(message: dict[str, Any]) -> dict[str, Any]:
     """OpenAI content parts ([{"type": "text", "text": ...}]) joined into the plain string most templates expect."""
     content = message.get("content")
     if isinstance(content, list):

@@ -16,8 +16,9 @@ from gateway.config import UpstreamConfig
 class UpstreamPool:
     def __init__(self, config: UpstreamConfig):
         self._config = config
-        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=config.connect_timeout_s,
-                                              sock_read=config.read_timeout_s)
+        self._timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=config.connect_timeout_s, sock_read=config.read_timeout_s
+        )
         self._sessions: dict[str, aiohttp.ClientSession] = {}
 
     def session(self, base_url: str) -> aiohttp.ClientSession:
@@ -29,9 +30,14 @@ class UpstreamPool:
             # Bodies are relayed as they arrive (auto_decompress=False keeps streams unbuffered), so the upstream must
             # not compress: aiohttp's default `Accept-Encoding: gzip, deflate` would let it (nginx, hosted APIs), and
             # no header at all means "any encoding" (RFC 9110), hence an explicit identity.
-            session = aiohttp.ClientSession(base_url=base_url, connector=connector, timeout=self._timeout,
-                                            auto_decompress=False, skip_auto_headers=("User-Agent",),
-                                            headers={"Accept-Encoding": "identity"})
+            session = aiohttp.ClientSession(
+                base_url=base_url,
+                connector=connector,
+                timeout=self._timeout,
+                auto_decompress=False,
+                skip_auto_headers=("User-Agent",),
+                headers={"Accept-Encoding": "identity"},
+            )
             self._sessions[base_url] = session
         return session
 

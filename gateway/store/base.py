@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from gateway.tenants import ApiKey, Tenant
+from gateway.admin.tenants import ApiKey, Tenant
 
 # Admission outcomes (Admission.reason).
 OK = ""
@@ -30,6 +30,8 @@ TOO_LARGE = "_too_large"
 # Tenant-wide limits an admission reports what is left of (Admission.headroom): concurrency, the budgets and the
 # tenant's own buckets (shared by all its keys; Admission.buckets holds the tighter of tenant and key per kind).
 HEADROOM = ("concurrency", "daily_tokens", "monthly_tokens", *BUCKETS)
+# retire_key outcomes: a replacement is issued only for RETIRED.
+RETIRED, KEY_MISSING, KEY_REVOKED, KEY_EXPIRED = "retired", "missing", "revoked", "expired"
 # Settlement kinds (Settlement.kind).
 FINAL, VOID, RECORD = "final", "void", "record"
 
@@ -88,7 +90,7 @@ class Admission:
     buckets: dict[str, BucketView] = field(default_factory=dict)
     headroom: dict[str, tuple[int, int]] = field(default_factory=dict)
     """name in HEADROOM -> (limit, left after this request), for the limits the tenant has."""
-    store: "Store | None" = None
+    store: Store | None = None
     """The store that admitted it; settlement goes back to the same one (Redis, or the fail-open local one)."""
     fallback: bool = False
     """Decided by fail-open local buckets while Redis was unreachable."""
@@ -143,7 +145,25 @@ class Store(Protocol):
 
     async def list_tenants(self) -> list[Tenant]: ...
 
+    async def create_tenant(self, tenant: Tenant) -> Tenant | None:
+        """Create only when missing, in one step (None: it exists); two racing creates cannot both win."""
+
+    async def update_tenant(self, tenant_id: str, changes: dict[str, object]) -> Tenant | None:
+        """Set only the named fields and bump gen, atomically; None when there is no such tenant (an update racing a
+        delete never brings back part of a record)."""
+
     async def put_key(self, key: ApiKey) -> None: ...
+
+    async def update_key(self, tenant_id: str, digest: str, changes: dict[str, object]) -> ApiKey | None:
+        """Set only the named fields (a revocation is `{"revoked": True}`), atomically: writes racing each other
+        all land and none undoes another. None when there is no such key."""
+
+    async def retire_key(self, tenant_id: str, digest: str, grace_s: float) -> tuple[str, ApiKey | None]:
+        """Rotation's first half, in one step on the store's clock: a missing, revoked or expired key is refused
+        (RETIRE_* outcome, record as it was), else its expiry is cut to now + grace_s (never extended), or it is
+        revoked when grace_s is 0. Returns (RETIRED, the record before the cut)."""
+
+    async def delete_key(self, tenant_id: str, digest: str) -> bool: ...
 
     async def list_keys(self, tenant_id: str) -> list[ApiKey]: ...
 

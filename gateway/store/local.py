@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from gateway.admin.tenants import ApiKey, Tenant
 from gateway.store.base import Admission, AdmitRequest, Settlement
 from gateway.store.memory import MemoryStore
-from gateway.tenants import ApiKey, Tenant
 
 
 class LocalStore(MemoryStore):
@@ -18,5 +18,5 @@ class LocalStore(MemoryStore):
         admission.store = self
         return admission
 
-    async def settle(self, settlement: Settlement, store=None) -> None:
+    async def settle(self, settlement: Settlement, store: object = None) -> None:
         await super().settle(settlement)

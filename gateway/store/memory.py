@@ -9,15 +9,16 @@ from __future__ import annotations
 import copy
 import math
 from collections import Counter, defaultdict
+from collections.abc import Callable
 
+from gateway.admin.tenants import ApiKey, Tenant, key_id_of
 from gateway.store import base
 from gateway.store.base import Admission, AdmitRequest, BucketView, Settlement
 from gateway.store.clock import now_ms, periods, refill, reset_ms
-from gateway.tenants import ApiKey, Tenant, key_id_of
 
 
 class MemoryStore:
-    def __init__(self, clock_ms=now_ms):
+    def __init__(self, clock_ms: Callable[[], int] = now_ms) -> None:
         self._clock_ms = clock_ms
         self._tenants: dict[str, Tenant] = {}
         self._keys: dict[str, ApiKey] = {}  # digest -> key
@@ -56,10 +57,14 @@ class MemoryStore:
         denied = Admission("", tenant_gen=tenant.gen, reserved_out=reserve, day=day, month=month)
 
         needs = (1, request.prompt_tokens, reserve)
-        specs = [(tenant.id, name, getattr(tenant, limit), need)
-                 for name, limit, need in zip(base.BUCKETS, ("rpm", "input_tpm", "output_tpm"), needs)]
-        specs += [(key.digest, name, getattr(key, limit), need)
-                  for name, limit, need in zip(base.BUCKETS, ("rpm", "input_tpm", "output_tpm"), needs)]
+        specs = [
+            (tenant.id, name, getattr(tenant, limit), need)
+            for name, limit, need in zip(base.BUCKETS, ("rpm", "input_tpm", "output_tpm"), needs)
+        ]
+        specs += [
+            (key.digest, name, getattr(key, limit), need)
+            for name, limit, need in zip(base.BUCKETS, ("rpm", "input_tpm", "output_tpm"), needs)
+        ]
         levels: list[float | None] = []
         retry_ms = 0
         for scope, name, limit, need in specs:
@@ -93,7 +98,7 @@ class MemoryStore:
             denied.headroom = _headroom(tenant, len(inflight), spent["d:" + day], spent["m:" + month], levels[:3])
             return denied
 
-        for (scope, name, limit, need), level in zip(specs, levels):
+        for (scope, name, _limit, need), level in zip(specs, levels):
             if level is not None:
                 self._buckets[(scope, name)] = [level - need, now]
         inflight[request.request_id] = now + int(request.lease_s * 1000)
@@ -159,8 +164,58 @@ class MemoryStore:
     async def list_tenants(self) -> list[Tenant]:
         return [copy.deepcopy(t) for t in sorted(self._tenants.values(), key=lambda t: t.id)]
 
+    async def create_tenant(self, tenant: Tenant) -> Tenant | None:
+        if tenant.id in self._tenants:
+            return None
+        return await self.put_tenant(tenant)
+
+    async def update_tenant(self, tenant_id: str, changes: dict[str, object]) -> Tenant | None:
+        tenant = self._tenants.get(tenant_id)
+        if tenant is None:
+            return None
+        for name, value in changes.items():
+            setattr(tenant, name, copy.deepcopy(value))
+        tenant.gen += 1
+        return copy.deepcopy(tenant)
+
     async def put_key(self, key: ApiKey) -> None:
         self._keys[key.digest] = copy.copy(key)
+
+    def _tenant_key(self, tenant_id: str, digest: str) -> ApiKey | None:
+        key = self._keys.get(digest)
+        return key if key is not None and key.tenant_id == tenant_id else None
+
+    async def update_key(self, tenant_id: str, digest: str, changes: dict[str, object]) -> ApiKey | None:
+        key = self._tenant_key(tenant_id, digest)
+        if key is None:
+            return None
+        for name, value in changes.items():
+            setattr(key, name, value)
+        return copy.copy(key)
+
+    async def retire_key(self, tenant_id: str, digest: str, grace_s: float) -> tuple[str, ApiKey | None]:
+        key = self._tenant_key(tenant_id, digest)
+        if key is None:
+            return base.KEY_MISSING, None
+        before = copy.copy(key)
+        now_s = self._clock_ms() / 1000
+        if key.revoked:
+            return base.KEY_REVOKED, before
+        if 0 < key.expires_at <= now_s:
+            return base.KEY_EXPIRED, before
+        if grace_s > 0:
+            key.expires_at = now_s + grace_s if key.expires_at == 0 else min(key.expires_at, now_s + grace_s)
+        else:
+            key.revoked = True
+        return base.RETIRED, before
+
+    async def delete_key(self, tenant_id: str, digest: str) -> bool:
+        if self._tenant_key(tenant_id, digest) is None:
+            return False
+        del self._keys[digest]
+        for name in base.BUCKETS:
+            self._buckets.pop((digest, name), None)
+        return True
 
     async def list_keys(self, tenant_id: str) -> list[ApiKey]:
         keys = [copy.copy(k) for k in self._keys.values() if k.tenant_id == tenant_id]
@@ -181,7 +236,7 @@ def _count_usage(counter: Counter, s: Settlement) -> None:
 def _views(specs, levels, taken: bool) -> dict[str, BucketView]:
     """Per bucket kind, the tighter of tenant and key: smallest limit, least remaining, latest reset."""
     views: dict[str, BucketView] = {}
-    for (scope, name, limit, need), level in zip(specs, levels):
+    for (_scope, name, limit, need), level in zip(specs, levels):
         if level is None:
             continue
         after = level - need if taken else level
@@ -190,17 +245,22 @@ def _views(specs, levels, taken: bool) -> dict[str, BucketView]:
         if old is None:
             views[name] = view
         else:
-            views[name] = BucketView(min(old.limit, limit), min(old.remaining, view.remaining),
-                                     max(old.reset_s, view.reset_s))
+            views[name] = BucketView(
+                min(old.limit, limit), min(old.remaining, view.remaining), max(old.reset_s, view.reset_s)
+            )
     return views
 
 
-def _headroom(tenant, running: int, spent_day: int, spent_month: int,
-              bucket_levels: list[float | None]) -> dict[str, tuple[int, int]]:
+def _headroom(
+    tenant, running: int, spent_day: int, spent_month: int, bucket_levels: list[float | None]
+) -> dict[str, tuple[int, int]]:
     """What is left of the tenant-wide limits it has (admit.lua reports the same): concurrency, budgets, and the
     levels of the tenant's own buckets (None where it has no such limit)."""
-    pairs = zip(base.HEADROOM[:3], (tenant.max_concurrent, tenant.daily_tokens, tenant.monthly_tokens),
-                (running, spent_day, spent_month))
+    pairs = zip(
+        base.HEADROOM[:3],
+        (tenant.max_concurrent, tenant.daily_tokens, tenant.monthly_tokens),
+        (running, spent_day, spent_month),
+    )
     out = {name: (limit, limit - used) for name, limit, used in pairs if limit > 0}
     for name, limit_name, level in zip(base.BUCKETS, ("rpm", "input_tpm", "output_tpm"), bucket_levels):
         if level is not None:

@@ -29,18 +29,20 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
-from gateway.store import base
-from gateway.store.base import Admission, AdmitRequest, BucketView, Settlement, StoreRejected, StoreUnavailable
-from gateway.store.resp import PreparedCommand, RespClient, RespError
-from gateway.tenants import (
+from gateway.admin.tenants import (
     ApiKey,
     Tenant,
+    key_changes_to_hash,
     key_from_hash,
     key_id_of,
     key_to_hash,
+    tenant_changes_to_hash,
     tenant_from_hash,
     tenant_to_hash,
 )
+from gateway.store import base
+from gateway.store.base import Admission, AdmitRequest, BucketView, Settlement, StoreRejected, StoreUnavailable
+from gateway.store.resp import PreparedCommand, RespClient, RespError
 
 _HERE = Path(__file__).parent
 
@@ -53,6 +55,10 @@ class _Script:
 
 ADMIT = _Script("admit.lua")
 SETTLE = _Script("settle.lua")
+# Admin record writes: each one step in Redis, so racing admin writes never undo each other.
+ADMIN_CREATE = _Script("admin_create.lua")
+ADMIN_UPDATE = _Script("admin_update.lua")
+RETIRE_KEY = _Script("retire_key.lua")
 
 
 class RedisStore:
@@ -70,6 +76,10 @@ class RedisStore:
         self._p = key_prefix
         self._admit_commands: dict[tuple[str, str], PreparedCommand] = {}  # (tenant, digest) -> EVALSHA + KEYS
         self._settle_commands: dict[tuple[str, str, str], PreparedCommand] = {}  # (tenant, digest, day) -> ...
+        # redis-py's scripts: EVALSHA, loading the source again on NOSCRIPT (admin calls, not the hot path)
+        self._admin_create = self._redis.register_script(ADMIN_CREATE.source)
+        self._admin_update = self._redis.register_script(ADMIN_UPDATE.source)
+        self._retire_key = self._redis.register_script(RETIRE_KEY.source)
 
     async def start(self) -> None:
         await self._call(self._redis.script_load, ADMIT.source)
@@ -130,32 +140,61 @@ class RedisStore:
     async def admit(self, request: AdmitRequest) -> Admission:
         command = self._admit_command(request.tenant_id, request.digest)
         reserve = -1 if request.max_tokens is None else request.max_tokens
-        args = [request.model, request.prompt_tokens, reserve, request.request_id, int(request.lease_s * 1000),
-                request.completions]
+        args = [
+            request.model,
+            request.prompt_tokens,
+            reserve,
+            request.request_id,
+            int(request.lease_s * 1000),
+            request.completions,
+        ]
         out = await self._script(ADMIT, command, args)
         admission = Admission(out[0], out[1] / 1000, int(out[2]), int(out[3]), out[4], out[5])
         for i, name in enumerate(base.BUCKETS):
-            limit, remaining, reset_ms = out[6 + 3 * i: 9 + 3 * i] or (0, 0, 0)
+            limit, remaining, reset_ms = out[6 + 3 * i : 9 + 3 * i] or (0, 0, 0)
             if limit:
                 admission.buckets[name] = BucketView(int(limit), int(remaining), int(reset_ms) / 1000)
         for i, name in enumerate(base.HEADROOM):
-            limit, left = out[15 + 2 * i: 17 + 2 * i] or (0, 0)
+            limit, left = out[15 + 2 * i : 17 + 2 * i] or (0, 0)
             if limit:
                 admission.headroom[name] = (int(limit), int(left))
         return admission
 
     async def settle(self, s: Settlement) -> None:
-        args = [s.request_id, s.reserved_in, s.reserved_out, s.actual_in, s.actual_out, s.day, s.month, s.model,
-                key_id_of(s.digest), int(s.replay), s.kind, s.lease_end_ms]
+        args = [
+            s.request_id,
+            s.reserved_in,
+            s.reserved_out,
+            s.actual_in,
+            s.actual_out,
+            s.day,
+            s.month,
+            s.model,
+            key_id_of(s.digest),
+            int(s.replay),
+            s.kind,
+            s.lease_end_ms,
+        ]
         await self._script(SETTLE, self._settle_command(s.tenant_id, s.digest, s.day), args)
 
     def _settle_command(self, tenant_id: str, digest: str, day: str) -> PreparedCommand:
         command = self._settle_commands.get((tenant_id, digest, day))
         if command is None:
             t = self._t(tenant_id)
-            keys = [t + "tenant", t + "key:" + digest, t + "b:input_tokens", t + "b:output_tokens",
-                    f"{t}kb:{digest}:input_tokens", f"{t}kb:{digest}:output_tokens", t + "inflight", t + "spent",
-                    t + "usage:" + day, t + "b:requests", f"{t}kb:{digest}:requests", t + "recorded"]
+            keys = [
+                t + "tenant",
+                t + "key:" + digest,
+                t + "b:input_tokens",
+                t + "b:output_tokens",
+                f"{t}kb:{digest}:input_tokens",
+                f"{t}kb:{digest}:output_tokens",
+                t + "inflight",
+                t + "spent",
+                t + "usage:" + day,
+                t + "b:requests",
+                f"{t}kb:{digest}:requests",
+                t + "recorded",
+            ]
             if len(self._settle_commands) > 100_000:
                 self._settle_commands.clear()
             command = PreparedCommand("EVALSHA", SETTLE.sha, len(keys), *keys)
@@ -194,6 +233,39 @@ class RedisStore:
         tenants = [await self.get_tenant(tenant_id) for tenant_id in ids]
         return [t for t in tenants if t is not None]
 
+    async def create_tenant(self, tenant: Tenant) -> Tenant | None:
+        fields = tenant_to_hash(tenant)
+        del fields["gen"]
+        gen = await self._call(self._admin_create, [self._t(tenant.id) + "tenant"], _flat(fields))
+        if gen is None:
+            return None
+        await self._call(self._redis.sadd, self._p + "tenants", tenant.id)  # the index; the record is the truth
+        tenant.gen = int(gen)
+        return tenant
+
+    async def update_tenant(self, tenant_id: str, changes: dict[str, object]) -> Tenant | None:
+        args = ["gen", *_flat(tenant_changes_to_hash(changes))]
+        raw = await self._call(self._admin_update, [self._t(tenant_id) + "tenant"], args)
+        return tenant_from_hash(_pairs(raw)) if raw else None
+
+    async def update_key(self, tenant_id: str, digest: str, changes: dict[str, object]) -> ApiKey | None:
+        args = ["", *_flat(key_changes_to_hash(changes))]
+        raw = await self._call(self._admin_update, [self._t(tenant_id) + "key:" + digest], args)
+        return key_from_hash(_pairs(raw)) if raw else None
+
+    async def retire_key(self, tenant_id: str, digest: str, grace_s: float) -> tuple[str, ApiKey | None]:
+        out = await self._call(self._retire_key, [self._t(tenant_id) + "key:" + digest], [int(grace_s * 1000)])
+        return out[0], key_from_hash(_pairs(out[1:])) if len(out) > 1 else None
+
+    async def delete_key(self, tenant_id: str, digest: str) -> bool:
+        t = self._t(tenant_id)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.delete(t + "key:" + digest, *(f"{t}kb:{digest}:{b}" for b in base.BUCKETS))
+            pipe.srem(t + "keys", digest)
+            pipe.hdel(self._p + "keyidx", digest)
+            deleted, _, _ = await self._call(pipe.execute)
+        return bool(deleted)
+
     async def put_key(self, key: ApiKey) -> None:
         t = self._t(key.tenant_id)
         async with self._redis.pipeline(transaction=False) as pipe:
@@ -216,6 +288,15 @@ class RedisStore:
             if raw:
                 out[day] = {k: int(v) for k, v in raw.items()}
         return out
+
+
+def _flat(fields: dict[str, str]) -> list[str]:
+    return [item for pair in fields.items() for item in pair]
+
+
+def _pairs(flat: list[str]) -> dict[str, str]:
+    """HGETALL's flat list, as a script returns it, back to a dict."""
+    return dict(zip(flat[::2], flat[1::2]))
 
 
 def _glob_escape(text: str) -> str:

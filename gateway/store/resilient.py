@@ -1,4 +1,4 @@
-"""Redis with a failure policy (DESIGN.md, "Redis unreachable"):
+"""Redis with a failure policy (docs/architecture.md, "Redis unreachable"):
 
 - every Redis call is bounded by the socket timeout; a failure marks Redis down for `retry_interval_s`, during which
   requests do not wait on it at all; after that one request probes it again, so recovery is automatic;
@@ -22,6 +22,7 @@ import logging
 import time
 from collections import deque
 
+from gateway.admin.tenants import ApiKey, Tenant
 from gateway.config import FAIL_OPEN
 from gateway.errors import unavailable
 from gateway.metrics import GatewayMetrics
@@ -38,7 +39,6 @@ from gateway.store.base import (
 from gateway.store.clock import now_ms, periods
 from gateway.store.memory import MemoryStore
 from gateway.store.redis_store import RedisStore
-from gateway.tenants import ApiKey, Tenant
 
 log = logging.getLogger(__name__)
 MAX_PENDING_SETTLEMENTS = 100_000
@@ -48,8 +48,9 @@ MAX_TRACKED_TENANTS = 100_000
 
 
 class ResilientStore:
-    def __init__(self, redis: RedisStore, failure_mode: str, retry_interval_s: float, num_instances: int,
-                 metrics: GatewayMetrics):
+    def __init__(
+        self, redis: RedisStore, failure_mode: str, retry_interval_s: float, num_instances: int, metrics: GatewayMetrics
+    ):
         self.primary = redis
         self.local = MemoryStore()
         self._fail_open = failure_mode == FAIL_OPEN
@@ -188,8 +189,10 @@ class ResilientStore:
             return
         day, month, left = known
         now_day, now_month, _, _ = periods(now_ms())
-        for name, period_key, same_period in (("daily_tokens", "d:" + day, day == now_day),
-                                              ("monthly_tokens", "m:" + month, month == now_month)):
+        for name, period_key, same_period in (
+            ("daily_tokens", "d:" + day, day == now_day),
+            ("monthly_tokens", "m:" + month, month == now_month),
+        ):
             limit = getattr(tenant, name)
             if limit > 0 and name in left and same_period:
                 share = -(-limit // self._num_instances)
@@ -218,8 +221,23 @@ class ResilientStore:
     async def list_tenants(self) -> list[Tenant]:
         return await self.primary.list_tenants()
 
+    async def create_tenant(self, tenant: Tenant) -> Tenant | None:
+        return await self.primary.create_tenant(tenant)
+
+    async def update_tenant(self, tenant_id: str, changes: dict[str, object]) -> Tenant | None:
+        return await self.primary.update_tenant(tenant_id, changes)
+
     async def put_key(self, key: ApiKey) -> None:
         await self.primary.put_key(key)
+
+    async def update_key(self, tenant_id: str, digest: str, changes: dict[str, object]) -> ApiKey | None:
+        return await self.primary.update_key(tenant_id, digest, changes)
+
+    async def retire_key(self, tenant_id: str, digest: str, grace_s: float) -> tuple[str, ApiKey | None]:
+        return await self.primary.retire_key(tenant_id, digest, grace_s)
+
+    async def delete_key(self, tenant_id: str, digest: str) -> bool:
+        return await self.primary.delete_key(tenant_id, digest)
 
     async def list_keys(self, tenant_id: str) -> list[ApiKey]:
         return await self.primary.list_keys(tenant_id)
@@ -234,6 +252,17 @@ def _void_settlement(request: AdmitRequest, tenant: Tenant) -> Settlement:
     day."""
     now = now_ms()
     day, month, _, _ = periods(now)
-    return Settlement(request.tenant_id, request.digest, request.model, request.request_id, request.prompt_tokens,
-                      request.reserved_out(tenant.default_max_tokens), 0, 0, day, month,
-                      lease_end_ms=now + int(request.lease_s * 1000), kind=VOID)
+    return Settlement(
+        request.tenant_id,
+        request.digest,
+        request.model,
+        request.request_id,
+        request.prompt_tokens,
+        request.reserved_out(tenant.default_max_tokens),
+        0,
+        0,
+        day,
+        month,
+        lease_end_ms=now + int(request.lease_s * 1000),
+        kind=VOID,
+    )

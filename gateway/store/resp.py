@@ -203,8 +203,9 @@ class RespClient:
     async def _open(self, loop) -> _Connection:
         try:
             _, conn = await asyncio.wait_for(
-                loop.create_connection(_Connection, self._host, self._port), self._timeout_s)
-        except (OSError, asyncio.TimeoutError) as exc:
+                loop.create_connection(_Connection, self._host, self._port), self._timeout_s
+            )
+        except (TimeoutError, OSError) as exc:
             raise StoreUnavailable(f"redis: cannot connect to {self._host}:{self._port} ({exc!r})") from None
         setup = []
         if self._password:
@@ -218,7 +219,7 @@ class RespClient:
             conn.transport.write(encode_command(command))
             try:
                 reply = await asyncio.wait_for(future, self._timeout_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 conn.fail(StoreUnavailable("redis: setup timed out"))
                 raise StoreUnavailable("redis: setup timed out") from None
             if isinstance(reply, RespError):

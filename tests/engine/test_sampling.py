@@ -53,7 +53,9 @@ def test_sampling_follows_the_distribution():
     probs = torch.tensor([0.6, 0.3, 0.1])
     logits = torch.log(probs).repeat(6000, 1)
     sampler = Sampler(torch.device("cpu"), seed=0)
-    tokens = torch.tensor(sampler(logits, [SamplingRow(SamplingParams(temperature=1.0), None, [], [])] * 6000).token_ids)
+    tokens = torch.tensor(
+        sampler(logits, [SamplingRow(SamplingParams(temperature=1.0), None, [], [])] * 6000).token_ids
+    )
     freq = torch.bincount(tokens, minlength=3).float() / 6000
     assert torch.allclose(freq, probs, atol=0.03), freq
 
@@ -84,7 +86,9 @@ def test_stop_string_is_cut_and_never_emitted(llm):
     assert len(text) > 6
     stop = text[3:6]
     engine = llm.engine
-    engine.add_request("stop-check", prompt, SamplingParams(temperature=0.0, max_tokens=30, ignore_eos=True, stop=[stop]))
+    engine.add_request(
+        "stop-check", prompt, SamplingParams(temperature=0.0, max_tokens=30, ignore_eos=True, stop=[stop])
+    )
     streamed = ""
     final = None
     while engine.has_unfinished_requests():
@@ -247,8 +251,10 @@ def test_greedy_rows_take_no_random_draw():
     vocab = 64
     logits = torch.randn(2, vocab, generator=torch.Generator().manual_seed(3))
     sampler = Sampler(torch.device("cpu"), seed=5)
-    rows = [SamplingRow(SamplingParams(temperature=0.0), None, [], []),
-            SamplingRow(SamplingParams(top_p=0.9), None, [], [])]
+    rows = [
+        SamplingRow(SamplingParams(temperature=0.0), None, [], []),
+        SamplingRow(SamplingParams(top_p=0.9), None, [], []),
+    ]
     result = sampler(logits.clone(), rows)
     assert result.token_ids[0] == int(logits[0].argmax())
     expected = torch.Generator().manual_seed(5)

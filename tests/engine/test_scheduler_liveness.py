@@ -25,8 +25,16 @@ def _run(engine: LLMEngine, max_steps: int) -> dict[str, str]:
 @pytest.mark.parametrize("preemption_mode", ["recompute", "swap"])
 def test_a_request_needing_nearly_the_whole_pool_runs_and_so_does_the_one_behind_it(tiny_model_dir, preemption_mode):
     # 100 blocks of 4 tokens; the default watermark keeps 1 block free at admission; the prompt needs all 100.
-    engine = LLMEngine(EngineConfig(model=tiny_model_dir, device="cpu", dtype="float32", num_kv_blocks=100,
-                                    block_size=4, preemption_mode=preemption_mode))
+    engine = LLMEngine(
+        EngineConfig(
+            model=tiny_model_dir,
+            device="cpu",
+            dtype="float32",
+            num_kv_blocks=100,
+            block_size=4,
+            preemption_mode=preemption_mode,
+        )
+    )
     engine.add_request("big", [5 + i % 400 for i in range(398)], SamplingParams(max_tokens=2, temperature=0))
     engine.add_request("small", [5, 6, 7], SamplingParams(max_tokens=2, temperature=0))
     assert _run(engine, 500) == {"big": "length", "small": "length"}
@@ -34,8 +42,16 @@ def test_a_request_needing_nearly_the_whole_pool_runs_and_so_does_the_one_behind
 
 
 def test_a_high_watermark_still_admits_into_an_idle_pool(tiny_model_dir):
-    engine = LLMEngine(EngineConfig(model=tiny_model_dir, device="cpu", dtype="float32", num_kv_blocks=10,
-                                    block_size=4, kv_admission_watermark=0.3))
+    engine = LLMEngine(
+        EngineConfig(
+            model=tiny_model_dir,
+            device="cpu",
+            dtype="float32",
+            num_kv_blocks=10,
+            block_size=4,
+            kv_admission_watermark=0.3,
+        )
+    )
     engine.add_request("r", [7] * 30, SamplingParams(max_tokens=5, temperature=0))
     assert _run(engine, 200) == {"r": "length"}
 
@@ -43,8 +59,16 @@ def test_a_high_watermark_still_admits_into_an_idle_pool(tiny_model_dir):
 @pytest.mark.parametrize("preemption_mode", ["recompute", "swap"])
 def test_forked_siblings_count_against_max_num_seqs(tiny_model_dir, preemption_mode):
     """n > 1 forks n - 1 sequences into the running batch after the prompt: they are counted from admission on."""
-    engine = LLMEngine(EngineConfig(model=tiny_model_dir, device="cpu", dtype="float32", max_num_seqs=4,
-                                    num_kv_blocks=64, preemption_mode=preemption_mode))
+    engine = LLMEngine(
+        EngineConfig(
+            model=tiny_model_dir,
+            device="cpu",
+            dtype="float32",
+            max_num_seqs=4,
+            num_kv_blocks=64,
+            preemption_mode=preemption_mode,
+        )
+    )
     engine.add_request("fan-out", [5, 6, 7, 8, 9], SamplingParams(n=3, max_tokens=6, temperature=1.0, seed=1))
     for i in range(3):
         engine.add_request(f"single-{i}", [10 + i, 11, 12], SamplingParams(max_tokens=6, temperature=0))

@@ -50,13 +50,21 @@ def fake():
         yield upstream
 
 
-def gateway_config(upstream_urls, tokenizer: str | None, redis_url: str | None = None, prefix: str | None = None,
-                   **extra) -> dict:
-    config = {"admin_token": ADMIN_TOKEN,
-              "models": {"tiny": {"replicas": list(upstream_urls), "tokenizer": tokenizer, "max_model_len": 4096}}}
+def gateway_config(
+    upstream_urls, tokenizer: str | None, redis_url: str | None = None, prefix: str | None = None, **extra
+) -> dict:
+    config = {
+        "admin_token": ADMIN_TOKEN,
+        "models": {"tiny": {"replicas": list(upstream_urls), "tokenizer": tokenizer, "max_model_len": 4096}},
+    }
     if redis_url:
-        config["redis"] = {"url": redis_url, "key_prefix": prefix or f"{PREFIX}{uuid.uuid4().hex[:8]}:",
-                           "socket_timeout_s": 0.2, "retry_interval_s": 0.3, **extra.pop("redis", {})}
+        config["redis"] = {
+            "url": redis_url,
+            "key_prefix": prefix or f"{PREFIX}{uuid.uuid4().hex[:8]}:",
+            "socket_timeout_s": 0.2,
+            "retry_interval_s": 0.3,
+            **extra.pop("redis", {}),
+        }
     config.update(extra)
     return config
 
@@ -71,8 +79,9 @@ def serve_gateway(config: dict, **kwargs):
 
 class Admin:
     def __init__(self, url: str):
-        self.http = httpx.Client(base_url=url + "/admin/v1", headers={"authorization": f"Bearer {ADMIN_TOKEN}"},
-                                 timeout=10)
+        self.http = httpx.Client(
+            base_url=url + "/admin/v1", headers={"authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=10
+        )
 
     def tenant(self, tenant_id: str | None = None, **fields) -> str:
         tenant_id = tenant_id or "t" + uuid.uuid4().hex[:10]
@@ -123,5 +132,3 @@ def wait_until(predicate, timeout_s: float = 10.0, interval_s: float = 0.02):
             return value
         time.sleep(interval_s)
     raise AssertionError("condition not reached")
-
-

@@ -8,10 +8,16 @@ import json
 import socket
 import threading
 
-_BODY = json.dumps({"id": "c", "object": "chat.completion", "created": 0, "model": "tiny",
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"},
-                                 "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}).encode()
+_BODY = json.dumps(
+    {
+        "id": "c",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "tiny",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
+    }
+).encode()
 
 
 class DyingUpstream:
@@ -21,7 +27,7 @@ class DyingUpstream:
         self.completions = 0
         self._thread = threading.Thread(target=self._serve, daemon=True)
 
-    def __enter__(self) -> "DyingUpstream":
+    def __enter__(self) -> DyingUpstream:
         self._thread.start()
         return self
 
@@ -46,8 +52,14 @@ class DyingUpstream:
                         return
                     buffer += data
                 head, _, buffer = buffer.partition(b"\r\n\r\n")
-                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length:")), 0)
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
                 while len(buffer) < length:
                     buffer += conn.recv(65536)
                 buffer = buffer[length:]
@@ -58,6 +70,8 @@ class DyingUpstream:
                     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
                     return  # closes with a reset: what a killed process's socket sends
                 self.completions += 1
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                             % (len(_BODY), _BODY))
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                    % (len(_BODY), _BODY)
+                )
                 self._listener.close()  # no new connections from now on

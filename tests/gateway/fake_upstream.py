@@ -26,12 +26,14 @@ class FakeUpstream:
         self.received: list[dict] = []
         self.headers: list[dict] = []
         self.cancelled = 0
-        self.app = Starlette(routes=[
-            Route("/v1/chat/completions", self.chat, methods=["POST"]),
-            Route("/v1/completions", self.completions, methods=["POST"]),
-            Route("/v1/models", self.models, methods=["GET"]),
-            Route("/health", lambda r: JSONResponse({"ok": True}), methods=["GET"]),
-        ])
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self.chat, methods=["POST"]),
+                Route("/v1/completions", self.completions, methods=["POST"]),
+                Route("/v1/models", self.models, methods=["GET"]),
+                Route("/health", lambda r: JSONResponse({"ok": True}), methods=["GET"]),
+            ]
+        )
 
     async def models(self, request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [{"id": "fake", "object": "model"}]})
@@ -54,23 +56,35 @@ class FakeUpstream:
             headers = {"retry-after": fake["retry_after"]} if "retry_after" in fake else None
             return JSONResponse(error, status_code=fake["status"], headers=headers)
         num_tokens = int(fake.get("tokens", body.get("max_tokens") or 3))
-        usage = {"prompt_tokens": int(fake.get("prompt_tokens", 11)), "completion_tokens": num_tokens,
-                 "total_tokens": int(fake.get("prompt_tokens", 11)) + num_tokens}
+        usage = {
+            "prompt_tokens": int(fake.get("prompt_tokens", 11)),
+            "completion_tokens": num_tokens,
+            "total_tokens": int(fake.get("prompt_tokens", 11)) + num_tokens,
+        }
         with_usage = fake.get("usage", True)
         if with_usage == "no_completion_tokens":  # a non-conforming upstream: usage without the output count
             del usage["completion_tokens"]
         if not body.get("stream"):
             text = TOKEN * num_tokens
-            choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
-                      if chat else {"index": 0, "text": text, "finish_reason": "length"})
-            out = {"id": "cmpl-fake", "object": "chat.completion" if chat else "text_completion",
-                   "created": int(time.time()), "model": body.get("model"), "choices": [choice]}
+            choice = (
+                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
+                if chat
+                else {"index": 0, "text": text, "finish_reason": "length"}
+            )
+            out = {
+                "id": "cmpl-fake",
+                "object": "chat.completion" if chat else "text_completion",
+                "created": int(time.time()),
+                "model": body.get("model"),
+                "choices": [choice],
+            }
             if with_usage:
                 out["usage"] = usage
             return JSONResponse(out)
         include_usage = bool((body.get("stream_options") or {}).get("include_usage")) and with_usage
-        return StreamingResponse(self._stream(body, chat, num_tokens, usage, include_usage, fake),
-                                 media_type="text/event-stream")
+        return StreamingResponse(
+            self._stream(body, chat, num_tokens, usage, include_usage, fake), media_type="text/event-stream"
+        )
 
     async def _stream(self, body, chat, num_tokens, usage, include_usage, fake):
         kind = "chat.completion.chunk" if chat else "text_completion"
@@ -80,14 +94,28 @@ class FakeUpstream:
                     raise RuntimeError("fake upstream dies mid-stream")
                 if fake.get("chunk_delay_s"):  # before each chunk: the headers go out at once, the first chunk later
                     await asyncio.sleep(fake["chunk_delay_s"])
-                choice = {"index": 0, "delta": {"content": TOKEN}, "finish_reason": None} if chat else {
-                    "index": 0, "text": TOKEN, "finish_reason": None}
-                chunk = {"id": "cmpl-fake", "object": kind, "created": 0, "model": body.get("model"),
-                         "choices": [choice]}
+                choice = (
+                    {"index": 0, "delta": {"content": TOKEN}, "finish_reason": None}
+                    if chat
+                    else {"index": 0, "text": TOKEN, "finish_reason": None}
+                )
+                chunk = {
+                    "id": "cmpl-fake",
+                    "object": kind,
+                    "created": 0,
+                    "model": body.get("model"),
+                    "choices": [choice],
+                }
                 yield f"data: {json.dumps(chunk)}\n\n"
             if include_usage:
-                chunk = {"id": "cmpl-fake", "object": kind, "created": 0, "model": body.get("model"), "choices": [],
-                         "usage": usage}
+                chunk = {
+                    "id": "cmpl-fake",
+                    "object": kind,
+                    "created": 0,
+                    "model": body.get("model"),
+                    "choices": [],
+                    "usage": usage,
+                }
                 yield f"data: {json.dumps(chunk)}\n\n"
             yield "data: [DONE]\n\n"
         except asyncio.CancelledError:

@@ -19,12 +19,27 @@ class RedisProcess:
         self._dir = data_dir
         self._proc: subprocess.Popen | None = None
 
-    def start(self) -> "RedisProcess":
+    def start(self) -> RedisProcess:
         # append-only with fsync always: a SIGKILLed server comes back with its tenants and keys
         self._proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
-             "--appendfsync", "always", "--dir", self._dir],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--dir",
+                self._dir,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         client = redis.Redis(port=self.port)
         deadline = time.monotonic() + 20
         while True:

@@ -16,12 +16,13 @@ class ThreadServer:
         self._sock.bind(("127.0.0.1", 0))
         self.port = self._sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app, log_level="warning", lifespan=lifespan, loop="asyncio", access_log=False,
-                                timeout_graceful_shutdown=2)
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan=lifespan, loop="asyncio", access_log=False, timeout_graceful_shutdown=2
+        )
         self.server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True)
 
-    def __enter__(self) -> "ThreadServer":
+    def __enter__(self) -> ThreadServer:
         self._thread.start()
         deadline = time.monotonic() + 30
         while not self.server.started:

@@ -27,8 +27,13 @@ class SlowUpstream:
     async def stream(self, delay_s: float):
         try:
             for piece in self.pieces:
-                chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "tiny",
-                         "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+                chunk = {
+                    "id": "c",
+                    "object": "chat.completion.chunk",
+                    "created": 0,
+                    "model": "tiny",
+                    "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
+                }
                 yield f"data: {json.dumps(chunk)}\n\n"
                 await asyncio.sleep(delay_s)
             n = len(self.pieces)

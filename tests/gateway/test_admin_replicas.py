@@ -3,13 +3,12 @@ in front of fake upstreams (no KV feed: the router's own history), changed at ru
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import httpx
 import pytest
 
-from gateway import admin_cli
+from gateway.admin import cli as admin_cli
 from gateway.app import build_app
 from gateway.config import config_from_dict
 from tests.gateway.conftest import ADMIN_TOKEN, Admin, gateway_config, serve_gateway, wait_until
@@ -35,8 +34,12 @@ def routed_config(urls: list[tuple[str, str]], tokenizer_dir: str, **extra) -> d
 
 
 def chat(gw, key: str, content: str = "hello there, route me") -> httpx.Response:
-    return httpx.post(gw.url + "/v1/chat/completions", headers={"authorization": f"Bearer {key}"}, timeout=20,
-                      json={"model": "tiny", "max_tokens": 2, "messages": [{"role": "user", "content": content}]})
+    return httpx.post(
+        gw.url + "/v1/chat/completions",
+        headers={"authorization": f"Bearer {key}"},
+        timeout=20,
+        json={"model": "tiny", "max_tokens": 2, "messages": [{"role": "user", "content": content}]},
+    )
 
 
 def test_replicas_are_added_drained_and_removed_at_run_time(two_upstreams, tokenizer_dir):
@@ -57,8 +60,11 @@ def test_replicas_are_added_drained_and_removed_at_run_time(two_upstreams, token
         assert admin.http.post("/models/tiny/replicas", json={"name": "b", "url": url_a}).status_code == 409
         drained = admin.http.post("/models/tiny/replicas/a/drain")
         assert drained.status_code == 200 and drained.json()["state"] == "draining"
-        wait_until(lambda: any(r["name"] == "b" and r["healthy"]
-                               for r in admin.http.get("/models/tiny/replicas").json()["data"]))
+        wait_until(
+            lambda: any(
+                r["name"] == "b" and r["healthy"] for r in admin.http.get("/models/tiny/replicas").json()["data"]
+            )
+        )
         served = [chat(gw, key, f"prompt {i}") for i in range(4)]
         assert {r.headers["x-sluicegate-replica"] for r in served} == {"b"}  # a takes nothing new
         assert len(fake_b.received) == 4
@@ -70,10 +76,15 @@ def test_replicas_are_added_drained_and_removed_at_run_time(two_upstreams, token
         assert admin.http.get("/models/nope/replicas").json()["error"]["code"] == "model_not_found"
 
 
-@pytest.mark.parametrize("body, param", [({"name": "b c", "url": "http://x:1"}, "name"),
-                                         ({"name": "b", "url": "ftp://x"}, "url"),
-                                         ({"name": "b", "url": "http://x:1", "kv_events": "yes"}, "kv_events"),
-                                         ({"name": "b", "url": "http://x:1", "weight": 2}, "weight")])
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        ({"name": "b c", "url": "http://x:1"}, "name"),
+        ({"name": "b", "url": "ftp://x"}, "url"),
+        ({"name": "b", "url": "http://x:1", "kv_events": "yes"}, "kv_events"),
+        ({"name": "b", "url": "http://x:1", "weight": 2}, "weight"),
+    ],
+)
 def test_a_bad_replica_is_a_400_naming_the_field(two_upstreams, tokenizer_dir, body, param):
     (_, url_a), _ = two_upstreams
     with serve_gateway(routed_config([("a", url_a)], tokenizer_dir)) as gw:
@@ -83,7 +94,7 @@ def test_a_bad_replica_is_a_400_naming_the_field(two_upstreams, tokenizer_dir, b
 
 def test_replica_changes_are_refused_with_several_workers(two_upstreams, tokenizer_dir):
     (_, url_a), (_, url_b) = two_upstreams
-    app = build_app(dataclasses.replace(config_from_dict(routed_config([("a", url_a)], tokenizer_dir)), workers=2))
+    app = build_app(config_from_dict(routed_config([("a", url_a)], tokenizer_dir)).model_copy(update={"workers": 2}))
     with ThreadServer(app) as gw:
         http = Admin(gw.url).http
         refused = http.post("/models/tiny/replicas", json={"name": "b", "url": url_b})
@@ -127,8 +138,12 @@ def test_a_replica_dead_under_a_pooled_connection_fails_over_to_another(two_upst
             admin = Admin(gw.url)
             key = admin.key(admin.tenant())
             assert chat(gw, key).headers["x-sluicegate-replica"] == "a"  # leaves a kept-alive connection to a
-            assert admin.http.post("/models/tiny/replicas",
-                                   json={"name": "b", "url": url_b, "kv_events": False}).status_code == 201
+            assert (
+                admin.http.post(
+                    "/models/tiny/replicas", json={"name": "b", "url": url_b, "kv_events": False}
+                ).status_code
+                == 201
+            )
             again = chat(gw, key)  # the same prefix: routed to a, where the router sent it before
             assert again.status_code == 200, again.text
             assert again.headers["x-sluicegate-replica"] == "b" and len(fake_b.received) == 1

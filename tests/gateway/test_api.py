@@ -10,15 +10,16 @@ import openai
 import pytest
 from starlette.middleware.gzip import GZipMiddleware
 
-from tests.gateway.conftest import Admin, serve_gateway, gateway_config, wait_until
+from tests.gateway.conftest import REDIS_URL, Admin, gateway_config, serve_gateway, wait_until
 from tests.gateway.fake_upstream import FakeUpstream
 from tests.gateway.servers import ThreadServer, free_port
 
 CHAT = [{"role": "user", "content": "hello there"}]
 
 
-def post(gw, key: str | None, body, path: str = "/v1/chat/completions", headers: dict | None = None,
-         **kwargs) -> httpx.Response:
+def post(
+    gw, key: str | None, body, path: str = "/v1/chat/completions", headers: dict | None = None, **kwargs
+) -> httpx.Response:
     headers = {**(headers or {}), **({"authorization": f"Bearer {key}"} if key else {})}
     content = body if isinstance(body, (bytes, str)) else json.dumps(body)
     return httpx.post(gw.url + path, content=content, headers=headers, timeout=30, **kwargs)
@@ -55,7 +56,8 @@ def test_streaming_headers_and_usage_stripped_unless_asked(gateway, fake):
     admin = gateway.admin
     key = admin.key(admin.tenant(rpm=100))
     with client(gateway, key).chat.completions.with_streaming_response.create(
-            model="tiny", messages=CHAT, max_tokens=4, stream=True) as response:
+        model="tiny", messages=CHAT, max_tokens=4, stream=True
+    ) as response:
         assert response.headers["x-ratelimit-remaining-requests"] == "99"  # sent before the first byte
         chunks = [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: {")]
     assert [c["choices"][0]["delta"]["content"] for c in chunks] == ["tok "] * 4
@@ -63,8 +65,9 @@ def test_streaming_headers_and_usage_stripped_unless_asked(gateway, fake):
     assert fake.received[-1]["stream_options"] == {"include_usage": True}  # the gateway asked for it anyway
     wait_until(lambda: admin.usage(admin.http.get("/tenants").json()["data"][-1]["id"]) is not None)
 
-    stream = client(gateway, key).chat.completions.create(model="tiny", messages=CHAT, max_tokens=3, stream=True,
-                                                          stream_options={"include_usage": True})
+    stream = client(gateway, key).chat.completions.create(
+        model="tiny", messages=CHAT, max_tokens=3, stream=True, stream_options={"include_usage": True}
+    )
     last = list(stream)[-1]
     assert last.usage.completion_tokens == 3 and last.choices == []
 
@@ -73,8 +76,9 @@ def test_usage_is_settled(gateway, fake):
     admin = gateway.admin
     tenant = admin.tenant(output_tpm=1000)
     key = admin.key(tenant)
-    client(gateway, key).chat.completions.create(model="tiny", messages=CHAT, max_tokens=7,
-                                                 extra_body={"fake": {"tokens": 2, "prompt_tokens": 13}})
+    client(gateway, key).chat.completions.create(
+        model="tiny", messages=CHAT, max_tokens=7, extra_body={"fake": {"tokens": 2, "prompt_tokens": 13}}
+    )
     usage = wait_until(lambda: (u := admin.usage(tenant))["requests"] == 1 and u)
     assert (usage["input_tokens"], usage["output_tokens"]) == (13, 2)
     assert usage["by_model"]["tiny"]["output_tokens"] == 2
@@ -90,12 +94,17 @@ def test_without_upstream_usage_the_gateway_counts(gateway, fake, tokenizer_dir)
     admin = gateway.admin
     tenant = admin.tenant()
     key = admin.key(tenant)
-    list(client(gateway, key).chat.completions.create(model="tiny", messages=CHAT, max_tokens=6, stream=True,
-                                                      extra_body={"fake": {"usage": False}}))
-    client(gateway, key).completions.create(model="tiny", prompt="abc", max_tokens=3,
-                                            extra_body={"fake": {"usage": False}})
-    client(gateway, key).completions.create(model="tiny", prompt="abc", max_tokens=4,
-                                            extra_body={"fake": {"usage": "no_completion_tokens"}})
+    list(
+        client(gateway, key).chat.completions.create(
+            model="tiny", messages=CHAT, max_tokens=6, stream=True, extra_body={"fake": {"usage": False}}
+        )
+    )
+    client(gateway, key).completions.create(
+        model="tiny", prompt="abc", max_tokens=3, extra_body={"fake": {"usage": False}}
+    )
+    client(gateway, key).completions.create(
+        model="tiny", prompt="abc", max_tokens=4, extra_body={"fake": {"usage": "no_completion_tokens"}}
+    )
     usage = wait_until(lambda: (u := admin.usage(tenant))["requests"] == 3 and u)
     # the delivered text, counted with the model's tokenizer
     expected = len(rust.encode("tok " * 6, add_special_tokens=False).ids)
@@ -129,30 +138,46 @@ def test_x_request_id_is_echoed_or_generated_on_every_answer(gateway, fake):
     assert fake.headers[-1]["x-request-id"].startswith("req-")  # the replica gets the gateway's unique id
     limited = post(gateway, key, {"model": "tiny", "messages": CHAT}, headers=mine)
     assert limited.status_code == 429 and limited.headers["x-request-id"] == "client-trace-42"
-    assert post(gateway, None, {"model": "tiny", "messages": CHAT}, headers=mine).headers["x-request-id"] == \
-        "client-trace-42"
+    assert (
+        post(gateway, None, {"model": "tiny", "messages": CHAT}, headers=mine).headers["x-request-id"]
+        == "client-trace-42"
+    )
     bad = post(gateway, key, {"model": "tiny"}, headers={"x-request-id": "has space"})
     assert bad.status_code == 400 and bad.headers["x-request-id"].startswith("req-")  # unusable: one of ours
 
 
 def test_401(gateway):
     assert_openai_error(post(gateway, None, {"model": "tiny", "messages": CHAT}), 401)
-    error = assert_openai_error(post(gateway, "sk-sg-nope", {"model": "tiny", "messages": CHAT}), 401,
-                                "invalid_api_key")
+    error = assert_openai_error(
+        post(gateway, "sk-sg-nope", {"model": "tiny", "messages": CHAT}), 401, "invalid_api_key"
+    )
     assert error["type"] == "invalid_request_error"
     with pytest.raises(openai.AuthenticationError):
         client(gateway, "sk-sg-wrong").chat.completions.create(model="tiny", messages=CHAT)
 
 
-def test_403_404(gateway):
+@pytest.fixture(params=["local", "redis"])
+def two_models(request, fake, tokenizer_dir):
+    """A gateway serving `tiny` and `other`, on either store: a tenant may be limited to served models only."""
+    if request.param == "redis":
+        request.getfixturevalue("clean_redis")
+    config = gateway_config([fake.url], tokenizer_dir, REDIS_URL if request.param == "redis" else None)
+    config["models"]["other"] = dict(config["models"]["tiny"])
+    with serve_gateway(config) as server:
+        server.admin = Admin(server.url)
+        yield server
+
+
+def test_403_404(two_models):
+    gateway = two_models
     admin = gateway.admin
     key = admin.key(admin.tenant(models=["other"]))
     assert_openai_error(post(gateway, key, {"model": "tiny", "messages": CHAT}), 403, "model_not_allowed")
     assert_openai_error(post(gateway, key, {"model": "nope", "messages": CHAT}), 404, "model_not_found")
     models = httpx.get(gateway.url + "/v1/models", headers={"authorization": f"Bearer {key}"}).json()
-    assert models["data"] == []
+    assert [m["id"] for m in models["data"]] == ["other"]
     open_key = admin.key(admin.tenant())
-    assert [m.id for m in client(gateway, open_key).models.list()] == ["tiny"]
+    assert [m.id for m in client(gateway, open_key).models.list()] == ["tiny", "other"]  # config order
     assert client(gateway, open_key).models.retrieve("tiny").id == "tiny"
     with pytest.raises(openai.NotFoundError) as info:
         client(gateway, key).models.retrieve("tiny")  # a model the tenant may not use is as unknown as any other
@@ -197,22 +222,25 @@ def test_429_insufficient_quota(gateway):
     assert error["type"] == "insufficient_quota" and "retry-after" in response.headers
 
 
-@pytest.mark.parametrize("body, param", [
-    (b"{not json", None),
-    (b"[1, 2]", None),
-    ({"messages": CHAT}, "model"),
-    ({"model": "tiny"}, "messages"),
-    ({"model": "tiny", "messages": []}, "messages"),
-    ({"model": "tiny", "messages": ["hi"]}, "messages[0]"),
-    ({"model": "tiny", "messages": CHAT, "max_tokens": 0}, "max_tokens"),
-    ({"model": "tiny", "messages": CHAT, "max_tokens": "5"}, "max_tokens"),
-    ({"model": "tiny", "messages": CHAT, "stream": "yes"}, "stream"),
-    ({"model": "tiny", "messages": CHAT, "n": 1000}, "n"),
-    ({"model": "tiny", "messages": CHAT, "max_tokens": 100_000}, "messages"),
-    # past int32, or a reservation Lua and Redis could not count exactly (it once left a leaked in-flight slot)
-    ({"model": "tiny", "messages": CHAT, "max_tokens": 10**30}, "max_tokens"),
-    ({"model": "tiny", "messages": CHAT, "max_completion_tokens": 2**31}, "max_completion_tokens"),
-])
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        (b"{not json", None),
+        (b"[1, 2]", None),
+        ({"messages": CHAT}, "model"),
+        ({"model": "tiny"}, "messages"),
+        ({"model": "tiny", "messages": []}, "messages"),
+        ({"model": "tiny", "messages": ["hi"]}, "messages[0]"),
+        ({"model": "tiny", "messages": CHAT, "max_tokens": 0}, "max_tokens"),
+        ({"model": "tiny", "messages": CHAT, "max_tokens": "5"}, "max_tokens"),
+        ({"model": "tiny", "messages": CHAT, "stream": "yes"}, "stream"),
+        ({"model": "tiny", "messages": CHAT, "n": 1000}, "n"),
+        ({"model": "tiny", "messages": CHAT, "max_tokens": 100_000}, "messages"),
+        # past int32, or a reservation Lua and Redis could not count exactly (it once left a leaked in-flight slot)
+        ({"model": "tiny", "messages": CHAT, "max_tokens": 10**30}, "max_tokens"),
+        ({"model": "tiny", "messages": CHAT, "max_completion_tokens": 2**31}, "max_completion_tokens"),
+    ],
+)
 def test_400_names_the_parameter(local_gateway, body, param):
     admin = local_gateway.admin
     key = admin.key(admin.tenant())
@@ -224,7 +252,7 @@ def test_400_names_the_parameter(local_gateway, body, param):
 
 def test_a_reservation_past_exact_arithmetic_is_a_400():
     from gateway.errors import ApiError
-    from gateway.parse import parse_completion
+    from gateway.request.parse import parse_completion
 
     body = {"model": "tiny", "prompt": ["a"] * 200_000, "n": 128, "max_tokens": 2**31 - 1}
     with pytest.raises(ApiError) as refused:
@@ -238,23 +266,32 @@ def test_completion_prompt_validation(local_gateway):
     key = admin.key(admin.tenant())
     # token ids are uint32 downstream (block hashes): 2**32 and up were a 500 after admission
     for prompt in (None, 5, [], [1.5], [[]], [-1], ["a", 3], [1] * 15 + [2**40], [[1, 2], [2**32]]):
-        error = assert_openai_error(post(local_gateway, key, {"model": "tiny", "prompt": prompt},
-                                         "/v1/completions"), 400)
+        error = assert_openai_error(
+            post(local_gateway, key, {"model": "tiny", "prompt": prompt}, "/v1/completions"), 400
+        )
         assert error["param"] == "prompt"
-    ok = post(local_gateway, key, {"model": "tiny", "prompt": [[1, 2, 3], [4, 2**32 - 1]], "max_tokens": 2},
-              "/v1/completions")
+    ok = post(
+        local_gateway, key, {"model": "tiny", "prompt": [[1, 2, 3], [4, 2**32 - 1]], "max_tokens": 2}, "/v1/completions"
+    )
     assert ok.status_code == 200
 
 
 def test_garbage_never_500(local_gateway):
     admin = local_gateway.admin
     key = admin.key(admin.tenant())
-    bodies = [b"", b"null", b"\xff\xfe", b'{"model": null}', b'{"model": "tiny", "messages": [{"role": 1}]}',
-              b'{"model": "tiny", "messages": [{"role": "user", "content": 5}]}',
-              b'{"model": "tiny", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}',
-              b'{"model": "tiny", "messages": [{"role": "user"}], "stream_options": 3}',
-              b'{"model": "tiny", "messages": [{"role": "user", "content": "x"}], "tools": "x"}',
-              b'{"model": ["tiny"], "prompt": "x"}', b'{"model": "tiny", "prompt": "x", "best_of": -1}']
+    bodies = [
+        b"",
+        b"null",
+        b"\xff\xfe",
+        b'{"model": null}',
+        b'{"model": "tiny", "messages": [{"role": 1}]}',
+        b'{"model": "tiny", "messages": [{"role": "user", "content": 5}]}',
+        b'{"model": "tiny", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}',
+        b'{"model": "tiny", "messages": [{"role": "user"}], "stream_options": 3}',
+        b'{"model": "tiny", "messages": [{"role": "user", "content": "x"}], "tools": "x"}',
+        b'{"model": ["tiny"], "prompt": "x"}',
+        b'{"model": "tiny", "prompt": "x", "best_of": -1}',
+    ]
     for path in ("/v1/chat/completions", "/v1/completions"):
         for body in bodies:
             response = post(local_gateway, key, body, path)
@@ -265,13 +302,17 @@ def test_garbage_never_500(local_gateway):
     assert_openai_error(httpx.get(local_gateway.url + "/v2/nothing"), 404)
 
 
-@pytest.mark.parametrize("raw, fragment", [
-    (b'{"model": "tiny", "messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
-    (b'{"model": "tiny", "messages": [{"role": "user", "content": "hi \\ud800"}]}', "surrogate"),
-    (b'{"model": "tiny", "messages": [{"role": "user", "content": "\\uDC00 low first"}]}', "surrogate"),
-    (b'{"model": "tiny", "messages": [{"role": "user", "content": "\\ud83d\\u0041 unpaired"}]}', "surrogate"),
-    (b'{"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "\\udbff": 1}', "surrogate"),
-], ids=["deep", "lone-high", "lone-low", "high-then-ascii", "in-a-key"])
+@pytest.mark.parametrize(
+    "raw, fragment",
+    [
+        (b'{"model": "tiny", "messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
+        (b'{"model": "tiny", "messages": [{"role": "user", "content": "hi \\ud800"}]}', "surrogate"),
+        (b'{"model": "tiny", "messages": [{"role": "user", "content": "\\uDC00 low first"}]}', "surrogate"),
+        (b'{"model": "tiny", "messages": [{"role": "user", "content": "\\ud83d\\u0041 unpaired"}]}', "surrogate"),
+        (b'{"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "\\udbff": 1}', "surrogate"),
+    ],
+    ids=["deep", "lone-high", "lone-low", "high-then-ascii", "in-a-key"],
+)
 def test_bodies_python_cannot_carry_are_400(local_gateway, raw, fragment):
     """json.loads raises RecursionError on deep nesting and accepts lone surrogates (which no encoder can write
     later): both were 500s."""
@@ -306,16 +347,25 @@ def test_upstream_5xx_is_502_and_not_charged(gateway, fake):
     assert post(gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 98}).status_code == 200
 
 
-@pytest.mark.parametrize("upstream_value, expected", [
-    ("Wed, 21 Oct 2015 07:28:00 GMT", "1"),  # an HTTP date (RFC 9110) in the past: retry now
-    ("Fri, 01 Jan 2100 00:00:00 GMT", "300"),  # far future: capped
-    ("nan", "1"), ("inf", "1"), ("soon", "1"), ("7", "7"),
-])
+@pytest.mark.parametrize(
+    "upstream_value, expected",
+    [
+        ("Wed, 21 Oct 2015 07:28:00 GMT", "1"),  # an HTTP date (RFC 9110) in the past: retry now
+        ("Fri, 01 Jan 2100 00:00:00 GMT", "300"),  # far future: capped
+        ("nan", "1"),
+        ("inf", "1"),
+        ("soon", "1"),
+        ("7", "7"),
+    ],
+)
 def test_upstream_503_retry_after_is_read_defensively(local_gateway, upstream_value, expected):
     admin = local_gateway.admin
     key = admin.key(admin.tenant())
-    response = post(local_gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 1,
-                                         "fake": {"status": 503, "retry_after": upstream_value}})
+    response = post(
+        local_gateway,
+        key,
+        {"model": "tiny", "messages": CHAT, "max_tokens": 1, "fake": {"status": 503, "retry_after": upstream_value}},
+    )
     assert_openai_error(response, 503, "service_unavailable")
     assert response.headers["retry-after"] == expected
     # a success closes the replica's breaker again, so the 503s of this test never add up to an open one
@@ -346,7 +396,8 @@ def test_upstream_dies_mid_stream(gateway, fake, tokenizer_dir):
     tenant = admin.tenant()
     key = admin.key(tenant)
     stream = client(gateway, key).chat.completions.create(
-        model="tiny", messages=CHAT, max_tokens=10, stream=True, extra_body={"fake": {"die_after": 3}})
+        model="tiny", messages=CHAT, max_tokens=10, stream=True, extra_body={"fake": {"die_after": 3}}
+    )
     received = []
     with pytest.raises(openai.APIError):
         for chunk in stream:
@@ -362,10 +413,16 @@ def test_client_disconnect_mid_stream_settles_and_cancels_upstream(gateway, fake
     tenant = admin.tenant(max_concurrent=1)
     key = admin.key(tenant)
     cancelled_before = fake.cancelled
-    body = {"model": "tiny", "messages": CHAT, "max_tokens": 200, "stream": True,
-            "fake": {"tokens": 200, "chunk_delay_s": 0.02}}
-    with httpx.stream("POST", gateway.url + "/v1/chat/completions", json=body, timeout=30,
-                      headers={"authorization": f"Bearer {key}"}) as response:
+    body = {
+        "model": "tiny",
+        "messages": CHAT,
+        "max_tokens": 200,
+        "stream": True,
+        "fake": {"tokens": 200, "chunk_delay_s": 0.02},
+    }
+    with httpx.stream(
+        "POST", gateway.url + "/v1/chat/completions", json=body, timeout=30, headers={"authorization": f"Bearer {key}"}
+    ) as response:
         lines = response.iter_lines()
         for _ in range(3):
             next(lines)
@@ -382,10 +439,16 @@ def test_a_client_gone_before_any_answer_is_charged_its_prompt(gateway, fake):
     admin = gateway.admin
     tenant = admin.tenant()
     key = admin.key(tenant)
-    body = {"model": "tiny", "messages": CHAT, "max_tokens": 5, "stream": True,
-            "fake": {"tokens": 5, "chunk_delay_s": 1.0}}
-    with httpx.stream("POST", gateway.url + "/v1/chat/completions", json=body, timeout=30,
-                      headers={"authorization": f"Bearer {key}"}) as response:
+    body = {
+        "model": "tiny",
+        "messages": CHAT,
+        "max_tokens": 5,
+        "stream": True,
+        "fake": {"tokens": 5, "chunk_delay_s": 1.0},
+    }
+    with httpx.stream(
+        "POST", gateway.url + "/v1/chat/completions", json=body, timeout=30, headers={"authorization": f"Bearer {key}"}
+    ) as response:
         assert response.status_code == 200  # headers only: the first chunk is a second away
     usage = wait_until(lambda: (u := admin.usage(tenant))["requests"] == 1 and u)
     assert usage["input_tokens"] > 0 and usage["output_tokens"] == 0
@@ -433,8 +496,12 @@ def test_health_and_metrics(gateway):
     health = httpx.get(gateway.url + "/health").json()
     assert health == {"status": "ok", "redis": "up" if gateway.gateway.config.redis.url else "none"}
     metrics = httpx.get(gateway.url + "/metrics").text
-    for name in ("sluicegate_requests_total", "sluicegate_tokens_total", "sluicegate_ratelimit_rejections_total",
-                 "sluicegate_redis_up"):
+    for name in (
+        "sluicegate_requests_total",
+        "sluicegate_tokens_total",
+        "sluicegate_ratelimit_rejections_total",
+        "sluicegate_redis_up",
+    ):
         assert name in metrics
 
 
@@ -454,8 +521,12 @@ def test_client_never_waits_forever_for_a_reply(local_gateway):
     tenant = admin.tenant(max_concurrent=1)
     key = admin.key(tenant)
     with pytest.raises(httpx.ReadTimeout):
-        httpx.post(local_gateway.url + "/v1/chat/completions", timeout=0.2, headers={"authorization": f"Bearer {key}"},
-                   json={"model": "tiny", "messages": CHAT, "fake": {"delay_s": 1.0}})
+        httpx.post(
+            local_gateway.url + "/v1/chat/completions",
+            timeout=0.2,
+            headers={"authorization": f"Bearer {key}"},
+            json={"model": "tiny", "messages": CHAT, "fake": {"delay_s": 1.0}},
+        )
     wait_until(lambda: admin.usage(tenant)["requests"] == 1)
     assert post(local_gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 1}).status_code == 200
 
@@ -468,8 +539,12 @@ def test_trace_spans_and_traceparent_to_the_upstream(local_gateway, fake):
         admin = local_gateway.admin
         key = admin.key(admin.tenant())
         client_parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-        response = post(local_gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 1},
-                        headers={"traceparent": client_parent})
+        response = post(
+            local_gateway,
+            key,
+            {"model": "tiny", "messages": CHAT, "max_tokens": 1},
+            headers={"traceparent": client_parent},
+        )
         assert response.status_code == 200
         trace_id = "0af7651916cd43dd8448eb211c80319c"  # the client's: the gateway continues its trace
 

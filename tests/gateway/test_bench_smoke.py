@@ -10,8 +10,18 @@ from bench import gateway as bench
 
 def test_bench_gateway_runs(tokenizer_dir, capsys):
     cores = os.sched_getaffinity(0)
-    argv = ["--json", "--seconds", "0.3", "--count", "10", "--connections", "4", "--skip-litellm",
-            "--tokenizer", tokenizer_dir]
+    argv = [
+        "--json",
+        "--seconds",
+        "0.3",
+        "--count",
+        "10",
+        "--connections",
+        "4",
+        "--skip-litellm",
+        "--tokenizer",
+        tokenizer_dir,
+    ]
     assert bench.main(argv) == 0
     report = json.loads(capsys.readouterr().out)
     assert [r["name"] for r in report["results"]] == ["direct", "bare", "sluicegate"]

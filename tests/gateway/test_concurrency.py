@@ -24,8 +24,11 @@ KEY = "sk-sg-concurrency-test"
 
 
 def _start_gateway(config_path, port: int) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "sluicegate.cli", "gateway", "--config", str(config_path),
-                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-m", "sluicegate.cli", "gateway", "--config", str(config_path), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _wait_ready(url: str, proc: subprocess.Popen) -> None:
@@ -41,8 +44,12 @@ def _wait_ready(url: str, proc: subprocess.Popen) -> None:
 
 
 async def _hammer(urls: list[str]) -> tuple[list[int], float]:
-    body = {"model": "tiny", "messages": [{"role": "user", "content": "count me"}], "max_tokens": MAX_TOKENS,
-            "fake": {"tokens": MAX_TOKENS}}
+    body = {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": "count me"}],
+        "max_tokens": MAX_TOKENS,
+        "fake": {"tokens": MAX_TOKENS},
+    }
     statuses: list[int] = []
     async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=CLIENTS)) as client:
         started = time.monotonic()
@@ -63,8 +70,11 @@ async def _hammer(urls: list[str]) -> tuple[list[int], float]:
 def test_two_gateways_share_the_limit(fake, tokenizer_dir, tmp_path, clean_redis):
     prefix = f"{PREFIX}conc-{uuid.uuid4().hex[:6]}:"
     seed = tmp_path / "tenants.yaml"
-    seed.write_text(yaml.safe_dump({"tenants": [{"id": "busy", "output_tpm": OUTPUT_TPM, "rpm": 100_000,
-                                                 "keys": [{"name": "k", "key": KEY}]}]}))
+    seed.write_text(
+        yaml.safe_dump(
+            {"tenants": [{"id": "busy", "output_tpm": OUTPUT_TPM, "rpm": 100_000, "keys": [{"name": "k", "key": KEY}]}]}
+        )
+    )
     config = gateway_config([fake.url], tokenizer_dir, REDIS_URL, prefix=prefix, tenants_seed=str(seed))
     config_path = tmp_path / "gateway.yaml"
     config_path.write_text(yaml.safe_dump(config))

@@ -3,29 +3,37 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
 from gateway import cli
+from gateway.admin.seed import seed_tenants
+from gateway.admin.tenants import digest_key, policy_name_check
 from gateway.config import ConfigError, config_from_dict, load_config
-from gateway.hooks import NoHooks
-from gateway.seed import seed_tenants
+from gateway.request.hooks import NoHooks
 from gateway.store.memory import MemoryStore
-from gateway.tenants import digest_key, policy_name_check
 
 GOOD = {"models": {"tiny": {"replicas": ["http://127.0.0.1:8100"]}}}
 
 
-@pytest.mark.parametrize("raw, fragment", [
-    ({}, "models"),
-    ({"models": {"tiny": {"replicas": []}}}, "models.tiny.replicas"),
-    ({"models": {"tiny": {"replicas": ["ftp://x"]}}}, "models.tiny.replicas[0]"),
-    ({"models": {"tiny": {"replicas": ["http://a"], "tokenizr": "x"}}}, "unknown keys ['tokenizr']"),
-    ({"models": {"tiny": {"replicas": ["http://a"], "tokenizer": "/no/such/dir"}}}, "models.tiny.tokenizer"),
-    ({**GOOD, "redis": {"failure_mode": "fail_sideways"}}, "redis.failure_mode"),
-    ({**GOOD, "redis": {"socket_timeout_s": 0}}, "redis.socket_timeout_s"),
-    ({**GOOD, "num_instances": -2}, "num_instances"),
-])
+@pytest.mark.parametrize(
+    "raw, fragment",
+    [
+        ({}, "models"),
+        ({"models": {"tiny": {"replicas": []}}}, "models.tiny.replicas"),
+        ({"models": {"tiny": {"replicas": ["ftp://x"]}}}, "models.tiny.replicas[0]"),
+        ({"models": {"tiny": {"replicas": ["http://a"], "tokenizr": "x"}}}, "unknown keys ['tokenizr']"),
+        ({"models": {"tiny": {"replicas": ["http://a"], "tokenizer": "/no/such/dir"}}}, "models.tiny.tokenizer"),
+        ({**GOOD, "redis": {"failure_mode": "fail_sideways"}}, "redis.failure_mode"),
+        ({**GOOD, "redis": {"socket_timeout_s": 0}}, "redis.socket_timeout_s"),
+        ({**GOOD, "num_instances": -2}, "num_instances"),
+        ({"models": {"tiny": {"replicas": ["http://a"], "block_size": 16.5}}}, "models.tiny.block_size=16.5"),
+        ({"models": {"tiny": {"replicas": ["http://a"], "block_size": "16"}}}, "models.tiny.block_size='16'"),
+        ({**GOOD, "port": "8000"}, "port='8000'"),
+        ({**GOOD, "redis": {"url_env": "REDIS_URL", "timeout_s": 1}}, "redis: unknown keys ['timeout_s']"),
+    ],
+)
 def test_bad_config_names_the_field(raw, fragment):
     with pytest.raises(ConfigError) as info:
         config_from_dict(raw)
@@ -33,13 +41,21 @@ def test_bad_config_names_the_field(raw, fragment):
 
 
 def test_replica_forms_and_router_view():
-    config = config_from_dict({"models": {"tiny": {
-        "replicas": ["http://a:1/", {"name": "b", "url": "http://b:2", "kv_events": False}],
-        "routing": {"policy": "round_robin"}}}})
-    assert config.models["tiny"].replicas == (("tiny-0", "http://a:1"), ("b", "http://b:2"))
+    config = config_from_dict(
+        {
+            "models": {
+                "tiny": {
+                    "replicas": ["http://a:1/", {"name": "b", "url": "http://b:2", "kv_events": False}],
+                    "routing": {"policy": "round_robin"},
+                }
+            }
+        }
+    )
+    assert [(r.name, r.url) for r in config.models["tiny"].replicas] == [("tiny-0", "http://a:1"), ("b", "http://b:2")]
     assert config.routing_models["tiny"] == {
         "replicas": [{"name": "tiny-0", "url": "http://a:1"}, {"name": "b", "url": "http://b:2", "kv_events": False}],
-        "routing": {"policy": "round_robin"}}
+        "routing": {"policy": "round_robin"},
+    }
 
 
 def test_shipped_config_loads(tmp_path, monkeypatch, tokenizer_dir):
@@ -47,12 +63,12 @@ def test_shipped_config_loads(tmp_path, monkeypatch, tokenizer_dir):
     (tmp_path / "models" / "tiny").symlink_to(tokenizer_dir)
     (tmp_path / "config").mkdir()
     for name in ("gateway.yaml", "tenants.yaml"):
-        (tmp_path / "config" / name).write_text(open(f"config/{name}").read())
+        (tmp_path / "config" / name).write_text(Path(f"config/{name}").read_text())
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("REDIS_URL", raising=False)
     config = load_config("config/gateway.yaml")
     assert config.redis.url is None and config.tenants_seed == "config/tenants.yaml"
-    assert [name for name, _ in config.models["tiny"].replicas] == ["engine-0", "engine-1"]
+    assert [replica.name for replica in config.models["tiny"].replicas] == ["engine-0", "engine-1"]
     store = MemoryStore()
     check = policy_name_check(NoHooks())
     assert asyncio.run(seed_tenants(store, config.tenants_seed, check)) == 2  # the demo tenant and its key
@@ -87,3 +103,23 @@ def test_cli_refuses_a_bad_config(tmp_path, capsys):
     assert cli.main(["--config", str(bad)]) == 2
     assert "models.tiny.replicas" in capsys.readouterr().err
     assert cli.main(["--config", str(tmp_path / "missing.yaml")]) == 2
+
+
+@pytest.mark.parametrize(
+    "tenant, fragment",
+    [
+        ("{id: acme, keys: [{name: k, key_sha256: not-hex}]}", "tenants[0].keys[0].key_sha256='not-hex'"),
+        ("{id: acme, keys: [{name: k, key: sk-sg-1, expires_at: .nan}]}", "tenants[0].keys[0].expires_at=nan"),
+        ("{id: acme, keys: [{name: k}]}", "`key` or `key_sha256`"),
+        ("{id: acme, rpm: '10'}", "tenants[0].rpm='10'"),
+        ("{id: '..'}", "tenants[0].id='..'"),
+    ],
+)
+def test_cli_refuses_a_bad_tenants_seed_before_serving(tmp_path, capsys, tenant, fragment):
+    seed = tmp_path / "tenants.yaml"
+    seed.write_text(f"tenants:\n  - {tenant}\n")
+    config = tmp_path / "gateway.yaml"
+    config.write_text(f"tenants_seed: {seed}\nmodels: {{tiny: {{replicas: ['http://127.0.0.1:1']}}}}\n")
+    assert cli.main(["--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert f"tenants seed '{seed}'" in err and fragment in err, err

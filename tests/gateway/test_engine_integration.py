@@ -19,8 +19,22 @@ from tests.gateway.servers import free_port
 @pytest.fixture(scope="module")
 def engine_url(tiny_model_dir):
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "sluicegate.cli", "engine", "--model", tiny_model_dir, "--port",
-                             str(port), "--log-level", "warning"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sluicegate.cli",
+            "engine",
+            "--model",
+            tiny_model_dir,
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 180
     try:
@@ -57,7 +71,8 @@ def through_gateway(engine_url, tiny_model_dir):
 def test_chat_not_streamed(through_gateway):
     gw, admin, tenant, client = through_gateway
     raw = client.chat.completions.with_raw_response.create(
-        model="tiny", messages=[{"role": "user", "content": "Say something."}], max_tokens=8, temperature=0)
+        model="tiny", messages=[{"role": "user", "content": "Say something."}], max_tokens=8, temperature=0
+    )
     completion = raw.parse()
     assert completion.choices[0].message.content is not None
     assert 1 <= completion.usage.completion_tokens <= 8
@@ -70,8 +85,13 @@ def test_chat_not_streamed(through_gateway):
 def test_chat_streamed_with_usage(through_gateway):
     gw, admin, tenant, client = through_gateway
     stream = client.chat.completions.create(
-        model="tiny", messages=[{"role": "user", "content": "Count to three."}], max_tokens=6, temperature=0,
-        stream=True, stream_options={"include_usage": True})
+        model="tiny",
+        messages=[{"role": "user", "content": "Count to three."}],
+        max_tokens=6,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert chunks[-1].usage is not None and 1 <= chunks[-1].usage.completion_tokens <= 6
@@ -81,8 +101,9 @@ def test_chat_streamed_with_usage(through_gateway):
 def test_completions_streamed_without_usage_and_settled(through_gateway):
     gw, admin, tenant, client = through_gateway
     before = admin.usage(tenant)["requests"]
-    chunks = list(client.completions.create(model="tiny", prompt="def add(a, b):", max_tokens=5, temperature=0,
-                                            stream=True))
+    chunks = list(
+        client.completions.create(model="tiny", prompt="def add(a, b):", max_tokens=5, temperature=0, stream=True)
+    )
     assert all(c.usage is None for c in chunks)  # the gateway asked for usage and stripped it
     day = wait_until(lambda: (u := admin.usage(tenant))["requests"] == before + 1 and u)
     assert day["output_tokens"] > 0

@@ -65,14 +65,21 @@ def test_unknown_policy_is_a_400_at_the_admin_and_a_503_on_requests(fake, clean_
     does. A tenant naming it was a 500 on every request."""
     policies = {"strict": {"pii_action": "redact"}, "lenient": {"pii_action": "off"}}
     shared = {"redis_url": REDIS_URL, "prefix": PREFIX + "guardrail-policies:"}
-    before = gateway_config([fake.url], None, **shared, guardrails={"engine": {"pii_engine": "fast"},
-                                                                     "policies": policies})
-    after = gateway_config([fake.url], None, **shared, guardrails={"engine": {"pii_engine": "fast"},
-                                                                    "policies": {"strict": policies["strict"]}})
+    before = gateway_config(
+        [fake.url], None, **shared, guardrails={"engine": {"pii_engine": "fast"}, "policies": policies}
+    )
+    after = gateway_config(
+        [fake.url],
+        None,
+        **shared,
+        guardrails={"engine": {"pii_engine": "fast"}, "policies": {"strict": policies["strict"]}},
+    )
     with serve_gateway(before) as old, serve_gateway(after) as new:
         admin = Admin(old.url)
-        for response in (admin.http.post("/tenants", json={"id": "typo", "guardrails": "strct"}),
-                         admin.http.patch(f"/tenants/{admin.tenant()}", json={"guardrails": "strct"})):
+        for response in (
+            admin.http.post("/tenants", json={"id": "typo", "guardrails": "strct"}),
+            admin.http.patch(f"/tenants/{admin.tenant()}", json={"guardrails": "strct"}),
+        ):
             assert response.status_code == 400, response.text
             error = response.json()["error"]
             assert (error["code"], error["param"]) == ("guardrail_policy_unknown", "guardrails")

@@ -11,17 +11,19 @@ import time
 import pytest
 import redis
 
+from gateway.admin.tenants import ApiKey, Tenant, digest_key
 from gateway.metrics import GatewayMetrics
 from gateway.store.base import AdmitRequest, Settlement
 from gateway.store.redis_store import RedisStore
 from gateway.store.resilient import ResilientStore
-from gateway.tenants import ApiKey, Tenant, digest_key
 from tests.gateway.redis_process import RedisProcess
 
 STALL_MS = 400
-SPIN = ("local t0 = redis.call('TIME') local s = t0[1] * 1000000 + t0[2] while true do "
-        "local t = redis.call('TIME') if t[1] * 1000000 + t[2] - s > tonumber(ARGV[1]) * 1000 then break end end "
-        "return 1")
+SPIN = (
+    "local t0 = redis.call('TIME') local s = t0[1] * 1000000 + t0[2] while true do "
+    "local t = redis.call('TIME') if t[1] * 1000000 + t[2] - s > tonumber(ARGV[1]) * 1000 then break end end "
+    "return 1"
+)
 LEASE_S = 900
 
 
@@ -70,8 +72,9 @@ def test_a_settlement_whose_reply_was_lost_is_applied_once(own):
         admission = await store.admit(request("r1", key), tenant, key)
         assert admission.ok and not admission.fallback
         lease_end_ms = int((time.time() + LEASE_S) * 1000)
-        settlement = Settlement("t1", key.digest, "m", "r1", 10, 100, 10, 10, admission.day, admission.month,
-                                lease_end_ms)
+        settlement = Settlement(
+            "t1", key.digest, "m", "r1", 10, 100, 10, 10, admission.day, admission.month, lease_end_ms
+        )
         thread = stall(own.port)
         await store.settle(settlement, admission.store)  # no reply in 0.1 s: queued, but Redis runs it later
         thread.join()
@@ -112,8 +115,9 @@ def test_a_settlement_redis_rejects_is_dropped_without_marking_redis_down(own):
         assert store.redis_up and not store._pending
         second = await store.admit(request("r2", key), tenant, key)
         assert not second.fallback  # (a script that fails midway keeps its earlier writes: the bucket may be in debt)
-        await store.settle(Settlement("t1", key.digest, "m", "r2", 10, 100, 10, 5, second.day, second.month),
-                           second.store)
+        await store.settle(
+            Settlement("t1", key.digest, "m", "r2", 10, 100, 10, 5, second.day, second.month), second.store
+        )
         assert int(own.client().hget(f"lr:{{t:t1}}:usage:{second.day}", "output_tokens")) == 5
         await store.close()
 

@@ -15,15 +15,20 @@ PIECES = ["Write to ", "li.chen@example.com", " now."] + ["word "] * 40
 
 def test_output_block_cuts_the_upstream_and_charges_only_what_was_generated():
     upstream = SlowUpstream(PIECES, delay_s=0.02)
-    with ThreadServer(upstream.app) as server, \
-            serve_gateway(gateway_config([server.url], None, guardrails=GUARDRAILS)) as gw:
+    with (
+        ThreadServer(upstream.app) as server,
+        serve_gateway(gateway_config([server.url], None, guardrails=GUARDRAILS)) as gw,
+    ):
         admin = Admin(gw.url)
         tenant = admin.tenant(guardrails="strict")
         key = admin.key(tenant)
-        with httpx.stream("POST", gw.url + "/v1/chat/completions", timeout=20,
-                          headers={"authorization": f"Bearer {key}"},
-                          json={"model": "tiny", "stream": True, "max_tokens": 100,
-                                "messages": [{"role": "user", "content": "hi"}]}) as response:
+        with httpx.stream(
+            "POST",
+            gw.url + "/v1/chat/completions",
+            timeout=20,
+            headers={"authorization": f"Bearer {key}"},
+            json={"model": "tiny", "stream": True, "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]},
+        ) as response:
             lines = list(response.iter_lines())
         assert any("content_policy_violation" in line for line in lines)
         assert not any("word" in line for line in lines)

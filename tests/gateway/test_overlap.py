@@ -9,16 +9,25 @@ import contextlib
 import httpx
 import redis
 
-from gateway import overlap
+from gateway.request import overlap
 from tests.gateway.conftest import REDIS_URL, Admin, gateway_config, serve_gateway, wait_until
 from tests.gateway.servers import ThreadServer
 from tests.gateway.slow_upstream import SlowUpstream
 
 
 def chat(url: str, key: str, delay_s: float = 0.0) -> httpx.Response:
-    return httpx.post(url + "/v1/chat/completions", headers={"authorization": f"Bearer {key}"}, timeout=20,
-                      json={"model": "tiny", "stream": True, "max_tokens": 20, "fake_delay_s": delay_s,
-                            "messages": [{"role": "user", "content": "hello there"}]})
+    return httpx.post(
+        url + "/v1/chat/completions",
+        headers={"authorization": f"Bearer {key}"},
+        timeout=20,
+        json={
+            "model": "tiny",
+            "stream": True,
+            "max_tokens": 20,
+            "fake_delay_s": delay_s,
+            "messages": [{"role": "user", "content": "hello there"}],
+        },
+    )
 
 
 def metric(gw, name: str) -> float:
@@ -60,8 +69,9 @@ def two_gateways(upstream_url: str, tokenizer_dir: str):
         yield gw, Admin(other.url)
 
 
-def test_a_refusal_after_overlapping_cancels_the_upstream_request_and_takes_nothing(tokenizer_dir, clean_redis,
-                                                                                   monkeypatch):
+def test_a_refusal_after_overlapping_cancels_the_upstream_request_and_takes_nothing(
+    tokenizer_dir, clean_redis, monkeypatch
+):
     monkeypatch.setattr(overlap, "MAX_VIEW_AGE_S", 60.0)  # a slow CI box must not age the view out mid-test
     upstream = SlowUpstream(["tok "] * 20, delay_s=0.05)
     with ThreadServer(upstream.app) as up, two_gateways(up.url, tokenizer_dir) as (gw, admin):
@@ -83,8 +93,7 @@ def test_a_refusal_after_overlapping_cancels_the_upstream_request_and_takes_noth
         assert admin.usage(tenant)["requests"] == 1
 
 
-def test_a_key_near_a_limit_is_admitted_first_so_refused_requests_never_reach_the_upstream(tokenizer_dir,
-                                                                                            clean_redis):
+def test_a_key_near_a_limit_is_admitted_first_so_refused_requests_never_reach_the_upstream(tokenizer_dir, clean_redis):
     upstream = SlowUpstream(["tok "] * 20, delay_s=0.05)
     with ThreadServer(upstream.app) as up, serve_gateway(gateway_config([up.url], tokenizer_dir, REDIS_URL)) as gw:
         admin = Admin(gw.url)
@@ -96,8 +105,9 @@ def test_a_key_near_a_limit_is_admitted_first_so_refused_requests_never_reach_th
         assert upstream.received == 2
 
 
-def test_a_tenant_changed_by_the_admin_is_sent_again_with_its_new_settings(fake, tokenizer_dir, clean_redis,
-                                                                          monkeypatch):
+def test_a_tenant_changed_by_the_admin_is_sent_again_with_its_new_settings(
+    fake, tokenizer_dir, clean_redis, monkeypatch
+):
     """The overlapped request left with the gateway's old copy of the tenant; the admission answer says the tenant
     changed (isolate_cache now on), so that request is cancelled and sent again with the new cache salt."""
     monkeypatch.setattr(overlap, "MAX_VIEW_AGE_S", 60.0)
@@ -106,9 +116,12 @@ def test_a_tenant_changed_by_the_admin_is_sent_again_with_its_new_settings(fake,
         key = admin.key(tenant)
 
         def send() -> dict:
-            answer = httpx.post(gw.url + "/v1/chat/completions", headers={"authorization": f"Bearer {key}"},
-                                timeout=20, json={"model": "tiny", "max_tokens": 2,
-                                                  "messages": [{"role": "user", "content": "hi"}]})
+            answer = httpx.post(
+                gw.url + "/v1/chat/completions",
+                headers={"authorization": f"Bearer {key}"},
+                timeout=20,
+                json={"model": "tiny", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]},
+            )
             assert answer.status_code == 200, answer.text
             return fake.received[-1]
 

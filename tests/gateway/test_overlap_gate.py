@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from gateway import overlap
-from gateway.overlap import OverlapGate
+from gateway.request import overlap
+from gateway.request.overlap import OverlapGate
 from gateway.store import base
 from gateway.store.base import Admission, BucketView
 
 
 def admitted(requests=(100, 90), input_tokens=(10_000, 9_000), output_tokens=(10_000, 9_000), **headroom):
-    buckets = {base.REQUESTS: BucketView(requests[0], requests[1], 1.0),
-               base.INPUT_TOKENS: BucketView(input_tokens[0], input_tokens[1], 1.0),
-               base.OUTPUT_TOKENS: BucketView(output_tokens[0], output_tokens[1], 1.0)}
+    buckets = {
+        base.REQUESTS: BucketView(requests[0], requests[1], 1.0),
+        base.INPUT_TOKENS: BucketView(input_tokens[0], input_tokens[1], 1.0),
+        base.OUTPUT_TOKENS: BucketView(output_tokens[0], output_tokens[1], 1.0),
+    }
     return Admission(base.OK, buckets=buckets, headroom=headroom)
 
 
@@ -31,8 +33,11 @@ def test_every_limit_must_keep_a_quarter_free_after_the_request():
     assert not gate.allows("t", "k", 2_600, 10)  # 2,400 left < 2,500
     gate.answered("t", "k", None, admitted(output_tokens=(1_000, 300)))
     assert not gate.allows("t", "k", 10, 100)
-    for name, pair in (("concurrency", (10, 2)), ("daily_tokens", (100_000, 20_000)),
-                       ("monthly_tokens", (1_000_000, 200_000))):
+    for name, pair in (
+        ("concurrency", (10, 2)),
+        ("daily_tokens", (100_000, 20_000)),
+        ("monthly_tokens", (1_000_000, 200_000)),
+    ):
         gate.answered("t", "k", None, admitted(**{name: pair}))
         assert not gate.allows("t", "k", 10, 10), name
         gate.answered("t", "k", None, admitted(**{name: (pair[0], pair[0])}))

@@ -1,4 +1,4 @@
-"""Redis unreachable or slow (DESIGN.md): fail_open keeps serving on local buckets at limit / instances and
+"""Redis unreachable or slow (docs/architecture.md): fail_open keeps serving on local buckets at limit / instances and
 records that usage in Redis once it is back, fail_closed answers 503, both recover by themselves; a paused Redis
 never hangs a request; a flushed script cache is reloaded (NOSCRIPT)."""
 
@@ -22,8 +22,12 @@ def own_redis(tmp_path):
 
 def chat(gw, key: str, max_tokens: int = 1) -> httpx.Response:
     # the client timeout only detects a hang; Redis calls are bounded at 0.2 s by the gateway
-    return httpx.post(gw.url + "/v1/chat/completions", headers={"authorization": f"Bearer {key}"}, timeout=20,
-                      json={"model": "tiny", "messages": CHAT, "max_tokens": max_tokens})
+    return httpx.post(
+        gw.url + "/v1/chat/completions",
+        headers={"authorization": f"Bearer {key}"},
+        timeout=20,
+        json={"model": "tiny", "messages": CHAT, "max_tokens": max_tokens},
+    )
 
 
 def redis_state(gw) -> str:

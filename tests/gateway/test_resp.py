@@ -10,6 +10,7 @@ from gateway.store import resp
 from gateway.store.base import StoreUnavailable
 from tests.gateway.conftest import REDIS_URL
 
+
 def test_python_reader_parses_replies_split_anywhere():
     wire = b"+OK\r\n:42\r\n$4\r\nh\xc3\xa9l\r\n$-1\r\n*3\r\n$1\r\na\r\n:7\r\n*1\r\n$0\r\n\r\n-NOSCRIPT No matching\r\n"
     for cut in range(len(wire)):

@@ -10,11 +10,11 @@ import uuid
 import pytest
 import redis.asyncio as aioredis
 
+from gateway.admin.tenants import ApiKey, Tenant, key_id_of
 from gateway.store import base
 from gateway.store.base import AdmitRequest, Settlement
 from gateway.store.memory import MemoryStore
 from gateway.store.redis_store import RedisStore
-from gateway.tenants import ApiKey, Tenant, key_id_of
 from tests.gateway.conftest import PREFIX, REDIS_URL
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -36,19 +36,39 @@ class Harness:
         await self.store.put_key(ApiKey(key_id_of(digest), tenant.id, digest))
         return tenant.id, digest
 
-    async def admit(self, tenant_id: str, digest: str, prompt: int = 10, max_tokens: int | None = 10,
-                    model: str = "m", lease_s: float = 60.0, completions: int = 1):
+    async def admit(
+        self,
+        tenant_id: str,
+        digest: str,
+        prompt: int = 10,
+        max_tokens: int | None = 10,
+        model: str = "m",
+        lease_s: float = 60.0,
+        completions: int = 1,
+    ):
         self.seq += 1
         request_id = f"r{self.seq}"
-        admission = await self.store.admit(AdmitRequest(tenant_id, digest, model, prompt, max_tokens, completions,
-                                                        request_id, lease_s))
+        admission = await self.store.admit(
+            AdmitRequest(tenant_id, digest, model, prompt, max_tokens, completions, request_id, lease_s)
+        )
         admission.request_id, admission.prompt = request_id, prompt
         return admission
 
     async def settle(self, tenant_id: str, digest: str, admission, actual_in: int, actual_out: int) -> None:
-        await self.store.settle(Settlement(tenant_id, digest, "m", admission.request_id, admission.prompt,
-                                           admission.reserved_out, actual_in, actual_out, admission.day,
-                                           admission.month))
+        await self.store.settle(
+            Settlement(
+                tenant_id,
+                digest,
+                "m",
+                admission.request_id,
+                admission.prompt,
+                admission.reserved_out,
+                actual_in,
+                actual_out,
+                admission.day,
+                admission.month,
+            )
+        )
 
     async def age(self, tenant_id: str, seconds: float) -> None:
         """Make every bucket of the tenant `seconds` older, as if that much store time had passed."""
@@ -257,8 +277,7 @@ async def test_a_void_settlement_returns_the_reservation_and_the_request_unit(h)
     """An admission whose reply was lost: the gateway never served it, so nothing of it stays taken or counted."""
     t, k = await h.tenant(rpm=2, output_tpm=100, daily_tokens=1000)
     a = await h.admit(t, k, prompt=10, max_tokens=50)
-    await h.store.settle(Settlement(t, k, "m", a.request_id, 10, a.reserved_out, 0, 0, a.day, a.month,
-                                    kind=base.VOID))
+    await h.store.settle(Settlement(t, k, "m", a.request_id, 10, a.reserved_out, 0, 0, a.day, a.month, kind=base.VOID))
     b = await h.admit(t, k, prompt=10, max_tokens=50)
     assert b.buckets["requests"].remaining == 1 and b.buckets["output_tokens"].remaining == 50
     assert b.headroom["daily_tokens"] == (1000, 940)

@@ -9,13 +9,16 @@ import httpx
 import pytest
 
 from gateway.errors import ApiError
-from gateway.tokenizer import PromptTokenizer
+from gateway.request.tokenizer import PromptTokenizer
 
 CONVERSATIONS = [
     [{"role": "user", "content": "hello"}],
     [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Explain  KV caches\n\nplease."}],
-    [{"role": "user", "content": "héllo wörld ✓ 你好"}, {"role": "assistant", "content": "ok"},
-     {"role": "user", "content": "   padded   "}],
+    [
+        {"role": "user", "content": "héllo wörld ✓ 你好"},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "   padded   "},
+    ],
     [{"role": "user", "content": "x" * 3000}],
 ]
 
@@ -39,8 +42,10 @@ def test_piece_cache_stays_exact_across_turns(tokenizers):
     ours, reference = tokenizers
     conversation = []
     for turn in range(4):  # each turn resends the whole history: earlier pieces come from the cache
-        conversation += [{"role": "user", "content": f"question {turn}: why?"},
-                         {"role": "assistant", "content": f"because {turn}<|eot_id|> fake"}]
+        conversation += [
+            {"role": "user", "content": f"question {turn}: why?"},
+            {"role": "assistant", "content": f"because {turn}<|eot_id|> fake"},
+        ]
         expected = reference.apply_chat_template(conversation, tokenize=True, add_generation_prompt=True)
         assert ours.encode_now(ours.render_chat(conversation), False) == list(expected["input_ids"])
 
@@ -60,8 +65,19 @@ def test_content_parts_and_bad_messages(tokenizers):
     assert info.value.status == 400 and info.value.param == "messages"
 
 
-@pytest.mark.parametrize("text", ["", "a", "hello world " * 500, "héllo wörld ✓ 你好 " * 300, " " * 5000,
-                                  "<|eot_id|>" * 400, "x" * 20_000, "\u00e9\u0301" * 2000])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "a",
+        "hello world " * 500,
+        "héllo wörld ✓ 你好 " * 300,
+        " " * 5000,
+        "<|eot_id|>" * 400,
+        "x" * 20_000,
+        "\u00e9\u0301" * 2000,
+    ],
+)
 def test_min_tokens_is_a_lower_bound(tokenizers, text):
     ours, _ = tokenizers
     assert ours.min_tokens(text) <= len(ours.encode_now(text, False)) and ours.min_tokens(text) >= 0
@@ -75,8 +91,12 @@ def test_a_prompt_too_long_by_its_length_alone_is_refused_unencoded(local_gatewa
     key = local_gateway.admin.key(local_gateway.admin.tenant())
     for body in ({"messages": [{"role": "user", "content": "word " * 300_000}]}, {"prompt": "word " * 300_000}):
         path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
-        response = httpx.post(local_gateway.url + path, headers={"authorization": f"Bearer {key}"}, timeout=30,
-                              json={"model": "tiny", "max_tokens": 1, **body})
+        response = httpx.post(
+            local_gateway.url + path,
+            headers={"authorization": f"Bearer {key}"},
+            timeout=30,
+            json={"model": "tiny", "max_tokens": 1, **body},
+        )
         assert response.status_code == 400, response.text
         error = response.json()["error"]
         assert error["code"] == "context_length_exceeded" and "at least" in error["message"]  # not counted exactly

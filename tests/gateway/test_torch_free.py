@@ -1,4 +1,4 @@
-"""The gateway imports without torch (DESIGN.md): checked in a fresh interpreter, including the tokenizer
+"""The gateway imports without torch (docs/architecture.md): checked in a fresh interpreter, including the tokenizer
 loading path, which goes through transformers' tokenizers backend and not AutoTokenizer (which imports torch)."""
 
 from __future__ import annotations
@@ -6,8 +6,16 @@ from __future__ import annotations
 import subprocess
 import sys
 
-MODULES = ["gateway.app", "gateway.cli", "gateway.admin_cli", "gateway.proxy", "gateway.store.redis_store",
-           "gateway.store.resilient", "gateway.simple_router", "gateway.tokenizer"]
+MODULES = [
+    "gateway.app",
+    "gateway.cli",
+    "gateway.admin.cli",
+    "gateway.request.proxy",
+    "gateway.store.redis_store",
+    "gateway.store.resilient",
+    "gateway.simple_router",
+    "gateway.request.tokenizer",
+]
 
 
 def test_gateway_imports_and_loads_tokenizers_without_torch(tokenizer_dir):
@@ -15,7 +23,7 @@ def test_gateway_imports_and_loads_tokenizers_without_torch(tokenizer_dir):
         "import sys\n"
         f"for name in {MODULES!r}:\n"
         "    __import__(name)\n"
-        "from gateway.tokenizer import PromptTokenizer\n"
+        "from gateway.request.tokenizer import PromptTokenizer\n"
         f"tok = PromptTokenizer({tokenizer_dir!r})\n"
         "assert tok.count('hello world') > 0\n"
         "print('torch' in sys.modules)\n"

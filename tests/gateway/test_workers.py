@@ -27,12 +27,28 @@ def test_workers_share_one_redis_and_count_as_instances(fake, tokenizer_dir, tmp
     seed = tmp_path / "tenants.yaml"
     seed.write_text(yaml.safe_dump({"tenants": [{"id": "w", "rpm": 12, "keys": [{"name": "k", "key": KEY}]}]}))
     config_path = tmp_path / "gateway.yaml"
-    config_path.write_text(yaml.safe_dump(gateway_config([fake.url], tokenizer_dir, REDIS_URL, prefix=prefix,
-                                                         tenants_seed=str(seed), num_instances=3)))
+    config_path.write_text(
+        yaml.safe_dump(
+            gateway_config([fake.url], tokenizer_dir, REDIS_URL, prefix=prefix, tenants_seed=str(seed), num_instances=3)
+        )
+    )
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "sluicegate.cli", "gateway", "--config", str(config_path),
-                             "--port", str(port), "--workers", "2"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sluicegate.cli",
+            "gateway",
+            "--config",
+            str(config_path),
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         _wait_ready(url, proc)
@@ -41,7 +57,8 @@ def test_workers_share_one_redis_and_count_as_instances(fake, tokenizer_dir, tmp
             client = openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0, timeout=30)
             try:
                 raw = client.chat.completions.with_raw_response.create(
-                    model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=2)
+                    model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=2
+                )
                 workers.add(raw.headers["x-request-id"].rsplit("-", 1)[0])  # req-<worker>-<n>
                 statuses.append(200)
             except openai.RateLimitError:

@@ -11,6 +11,7 @@ print(light, verdict.texts[0], [m for m in ("torch", "transformers") if m in sys
 
 
 def test_the_gateway_side_stays_torch_free():
-    """DESIGN.md: the gateway imports without torch. Run in a fresh interpreter (this session may have torch)."""
+    """docs/architecture.md: the gateway imports without torch. Run in a fresh interpreter (this session may have
+    torch)."""
     out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=240, check=True)
     assert out.stdout.strip() == "[] mail <EMAIL_ADDRESS> []"

@@ -6,7 +6,10 @@ Both are built here (a spaCy entity ruler saved to disk; a randomly initialised 
 import pytest
 
 import guardrails.presidio_import  # noqa: F401  (spaCy without torch: see that module)
+
+# isort: split
 import spacy
+
 from guardrails import GuardrailConfigError, GuardrailPolicy, Guardrails, GuardrailsConfig
 
 NAMES = GuardrailPolicy(pii_entities=("PERSON", "LOCATION", "EMAIL_ADDRESS"), pii_action="redact")
@@ -48,8 +51,15 @@ def classifier_dir(tmp_path_factory) -> str:
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"ignore all previous instructions hello what is".split()]
     (path / "vocab.txt").write_text("\n".join(words))
     BertTokenizerFast(vocab_file=str(path / "vocab.txt")).save_pretrained(path)
-    config = BertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=64, num_labels=2)
+    config = BertConfig(
+        vocab_size=len(words),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+        num_labels=2,
+    )
     BertForSequenceClassification(config).save_pretrained(path)
     return str(path)
 

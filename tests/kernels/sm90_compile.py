@@ -25,10 +25,24 @@ def main() -> None:
     cache = {"key_cache_ptr": "*bf16", "value_cache_ptr": "*bf16", "block_tables_ptr": "*i32", "seq_lens_ptr": "*i32"}
     compile_for_hopper(
         triton_decode._decode_partition_kernel,
-        {**cache, "out_ptr": "*bf16", "part_out_ptr": "*fp32", "part_lse_ptr": "*fp32", "query_ptr": "*bf16",
-         "scale_log2e": "fp32"},
-        dict(QUERIES_PER_KV=4, G_PAD=16, HEAD_DIM=128, D_PAD=128, BLOCK_SIZE=16, TILE=64,
-             ONE_SPLIT=False, DOT_PRECISION="tf32"),
+        {
+            **cache,
+            "out_ptr": "*bf16",
+            "part_out_ptr": "*fp32",
+            "part_lse_ptr": "*fp32",
+            "query_ptr": "*bf16",
+            "scale_log2e": "fp32",
+        },
+        dict(
+            QUERIES_PER_KV=4,
+            G_PAD=16,
+            HEAD_DIM=128,
+            D_PAD=128,
+            BLOCK_SIZE=16,
+            TILE=64,
+            ONE_SPLIT=False,
+            DOT_PRECISION="tf32",
+        ),
     )
     compile_for_hopper(
         triton_decode._decode_merge_kernel,
@@ -38,8 +52,9 @@ def main() -> None:
     compile_for_hopper(
         triton_prefill._prefill_kernel,
         {**cache, "out_ptr": "*bf16", "query_ptr": "*bf16", "query_start_loc_ptr": "*i32", "scale_log2e": "fp32"},
-        dict(QUERIES_PER_KV=8, G_PAD=8, BLOCK_Q=8, HEAD_DIM=128, D_PAD=128, BLOCK_SIZE=16, TILE=64,
-             DOT_PRECISION="tf32"),
+        dict(
+            QUERIES_PER_KV=8, G_PAD=8, BLOCK_Q=8, HEAD_DIM=128, D_PAD=128, BLOCK_SIZE=16, TILE=64, DOT_PRECISION="tf32"
+        ),
     )
 
 

@@ -32,7 +32,7 @@ def test_mooncake_dataset_shares_prefixes_like_the_trace(tmp_path):
         {"timestamp": 900, "input_length": 600, "output_length": 64, "hash_ids": [4, 5]},
     ]
     trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    args = serve._parser().parse_args(["--url", "x", "--dataset", "mooncake", "--trace-dir", str(tmp_path)])
+    args = serve._parser().parse_args(["--url", "x", "--dataset", "mooncake", "--trace-file", str(trace)])
     args.scale = 1 / 64
     requests = serve.mooncake_dataset(args, None)
     assert [len(r.prompt.split()) for r in requests] == [16, 23, 9]

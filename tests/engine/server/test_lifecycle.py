@@ -101,21 +101,23 @@ def test_drain_keeps_listening_with_503s_and_finishes_in_flight_work(tiny_model_
     steps = _gate_steps(llm_engine)
     try:
         body = {**STREAM_BODY, "max_tokens": 60}
-        with httpx.Client(base_url=server.url, timeout=60) as client:
-            with client.stream("POST", "/v1/completions", json=body) as streaming:
-                lines = streaming.iter_lines()
-                next(line for line in lines if '"text"' in line)
-                steps.clear()  # the stream stays in flight while the drain is looked at
-                server.server.handle_exit(signal.SIGTERM, None)
-                wait_until(lambda: server.replica.draining, what="draining")
-                time.sleep(LISTENER_CLOSE_S)
-                health = client.get("/health")
-                assert health.status_code == 503 and health.json() == {"status": "draining"}
-                refused = client.post("/v1/completions", json={"prompt": "x", "max_tokens": 1})
-                assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
-                assert refused.json()["error"]["code"] == "overloaded"
-                steps.set()
-                rest = [line for line in lines if line]
+        with (
+            httpx.Client(base_url=server.url, timeout=60) as client,
+            client.stream("POST", "/v1/completions", json=body) as streaming,
+        ):
+            lines = streaming.iter_lines()
+            next(line for line in lines if '"text"' in line)
+            steps.clear()  # the stream stays in flight while the drain is looked at
+            server.server.handle_exit(signal.SIGTERM, None)
+            wait_until(lambda: server.replica.draining, what="draining")
+            time.sleep(LISTENER_CLOSE_S)
+            health = client.get("/health")
+            assert health.status_code == 503 and health.json() == {"status": "draining"}
+            refused = client.post("/v1/completions", json={"prompt": "x", "max_tokens": 1})
+            assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+            assert refused.json()["error"]["code"] == "overloaded"
+            steps.set()
+            rest = [line for line in lines if line]
         assert rest[-1] == "data: [DONE]" and any('"finish_reason":"length"' in line for line in rest)
         server.thread.join(60)
         assert not server.thread.is_alive() and server.exit_code == 0

@@ -75,9 +75,13 @@ def test_seed_makes_sampling_reproducible(client, model):
 
 
 def test_stop_string_cuts_the_text(client, model):
-    full = client.completions.create(
-        model=model, prompt="for i in", max_tokens=16, temperature=0, extra_body={"ignore_eos": True}
-    ).choices[0].text
+    full = (
+        client.completions.create(
+            model=model, prompt="for i in", max_tokens=16, temperature=0, extra_body={"ignore_eos": True}
+        )
+        .choices[0]
+        .text
+    )
     # A two-character stop string whose first occurrence is past the start of the text.
     stop = next(full[i : i + 2] for i in range(3, len(full) - 2) if full.index(full[i : i + 2]) >= 3)
     cut = client.completions.create(model=model, prompt="for i in", max_tokens=16, temperature=0, stop=[stop])

@@ -68,7 +68,7 @@ def test_bad_prompts(prompt):
         ("temperature", "hot"), ("temperature", -1), ("top_p", 0), ("top_p", 2.0), ("logprobs", 99),
         ("logprobs", True), ("seed", 1 << 63), ("stop", [1]), ("stop", {"a": 1}), ("stop_token_ids", [-1]),
         ("ignore_eos", "yes"), ("presence_penalty", 3), ("min_tokens", -1), ("cache_salt", 5), ("top_k", -2),
-        ("stream", 1), ("model", 7),
+        ("stream", 1), ("model", 7), ("temperature", True), ("n", 2.0), ("seed", "1"), ("stop_token_ids", [1.0]),
     ],
 )  # fmt: skip
 def test_wrong_types_and_ranges_name_the_param(field, value):
@@ -127,6 +127,20 @@ def test_chat_max_completion_tokens_wins_over_max_tokens():
 def test_unknown_parameter_is_named():
     error = _error(parse_chat, {"messages": [{"role": "user", "content": "x"}], "repetition_penalty": 1.1})
     assert error.param == "repetition_penalty" and "repetition_penalty" in error.message
+
+
+def test_openai_sdk_bookkeeping_fields_are_accepted_and_ignored():
+    """OpenAI's clients send these; they change no token, so a 400 would only break the client."""
+    body = {"prompt": "hi", "store": True, "metadata": {"k": "v"}, "service_tier": "auto", "user": "u"}
+    assert parse_completion(body).prompts == ["hi"]
+    assert parse_chat({"messages": [{"role": "user", "content": "x"}], "store": False}).messages[0]["content"] == "x"
+
+
+def test_errors_say_what_the_field_should_be():
+    assert "integer" in _error(parse_completion, {"prompt": "hi", "max_tokens": "5"}).message
+    assert "array of token ids" in _error(parse_completion, {"prompt": [1.5]}).message
+    assert "text parts" in _error(parse_chat, {"messages": [{"role": "user", "content": [{"type": "image"}]}]}).message
+    assert "lone surrogate" in _error(parse_chat, {"messages": [{"role": "user", "content": "\ud800"}]}).message
 
 
 def test_stream_options_need_stream():

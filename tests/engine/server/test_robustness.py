@@ -47,7 +47,7 @@ def _assert_openai_error(response: httpx.Response, status: int) -> dict:
         (CHAT, b'"just a string"', None),
         (COMPLETIONS, b'{"prompt": "x", "temperature": 1e39}', "temperature"),
         (COMPLETIONS, b'{"prompt": "x", "stop": ["' + b"s" * 5000 + b'"]}', "stop"),
-        (COMPLETIONS, b'{"prompt": "x", "stop_token_ids": [' + b"7," * 2000 + b'7]}', "stop_token_ids"),
+        (COMPLETIONS, b'{"prompt": "x", "stop_token_ids": [' + b"7," * 2000 + b"7]}", "stop_token_ids"),
     ],
 )
 def test_bad_requests_answer_400(live_server, path, body, param):
@@ -249,10 +249,12 @@ def test_a_chat_template_that_rejects_the_messages_gives_400(tiny_model_dir, tmp
 
     strict = tmp_path / "strict-template"
     shutil.copytree(tiny_model_dir, strict)
-    template = ("{{ bos_token }}{% for message in messages %}"
-                "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
-                "{{ raise_exception('Conversation roles must alternate user/assistant/...') }}{% endif %}"
-                "{{ message['content'] }}{% endfor %}")
+    template = (
+        "{{ bos_token }}{% for message in messages %}"
+        "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+        "{{ raise_exception('Conversation roles must alternate user/assistant/...') }}{% endif %}"
+        "{{ message['content'] }}{% endfor %}"
+    )
     config = json.loads((strict / "tokenizer_config.json").read_text())
     config["chat_template"] = template
     (strict / "tokenizer_config.json").write_text(json.dumps(config))
@@ -261,8 +263,10 @@ def test_a_chat_template_that_rejects_the_messages_gives_400(tiny_model_dir, tmp
     server = LiveServer(make_engine(str(strict))).start()
     try:
         wrong_order = [{"role": "assistant", "content": "hi"}]
-        assert server.http.post(CHAT, json={"messages": [{"role": "user", "content": "hi"}],
-                                            "max_tokens": 2}).status_code == 200
+        assert (
+            server.http.post(CHAT, json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}).status_code
+            == 200
+        )
         error = _assert_openai_error(server.http.post(CHAT, json={"messages": wrong_order, "max_tokens": 2}), 400)
         assert error["param"] == "messages" and "alternate" in error["message"]
         error = _assert_openai_error(server.http.post("/tokenize", json={"messages": wrong_order}), 400)

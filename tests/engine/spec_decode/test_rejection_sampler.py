@@ -178,9 +178,7 @@ def _greedy_batch(num_seqs: int, k: int, vocab_size: int, seed: int):
 
 
 def _emitted(output: rejection_sampler.RejectionSamplerOutput) -> list[list[int]]:
-    return [
-        row[: int(n) + 1].tolist() for row, n in zip(output.output_token_ids, output.num_accepted, strict=True)
-    ]
+    return [row[: int(n) + 1].tolist() for row, n in zip(output.output_token_ids, output.num_accepted, strict=True)]
 
 
 def test_greedy_verification_follows_the_argmax_path() -> None:

@@ -1,0 +1,61 @@
+"""The Mooncake request traces shipped with the repository (bench/data/workloads/, provenance in its README.md).
+
+Each line of a trace: `{"timestamp": ms, "input_length": tokens, "output_length": tokens, "hash_ids": [...]}`, where
+`hash_ids` name ~512-token blocks as a chain (an id covers every block before it), so two requests share a prefix
+exactly as far as their lists agree from the start. The files ship gzipped (about 4x smaller); plain `.jsonl` is read
+too, for traces a user brings.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+TRACE_BLOCK_TOKENS = 512  # the tokens one Mooncake hash id stands for
+
+_WORKLOADS_DIR = Path(__file__).resolve().parent / "data" / "workloads"
+
+# Trace name (the `--trace` choices) -> the shipped file; package data, so present in a wheel install too.
+DEFAULT_TRACES: dict[str, Path] = {
+    "conversation": _WORKLOADS_DIR / "mooncake_conversation_trace.jsonl.gz",
+    "synthetic": _WORKLOADS_DIR / "mooncake_synthetic_trace.jsonl.gz",
+}
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    arrival_s: float  # offset from the trace's start
+    prompt_tokens: int
+    output_tokens: int
+    block_hashes: list[int]  # the chained ~512-token block ids of the prompt
+
+
+def _open_text(path: Path) -> IO[str]:
+    # Decide by magic bytes, not the suffix, so a renamed file still reads.
+    with path.open("rb") as probe:
+        is_gzip = probe.read(2) == b"\x1f\x8b"
+    return gzip.open(path, "rt", encoding="utf-8") if is_gzip else path.open(encoding="utf-8")
+
+
+def load_mooncake_trace(path: str | Path, limit: int | None = None) -> list[TraceRequest]:
+    """The first `limit` requests (all when None) of a Mooncake trace, `.jsonl` or `.jsonl.gz`, in file order."""
+    requests: list[TraceRequest] = []
+    with _open_text(Path(path)) as lines:
+        for line in lines:
+            if limit is not None and len(requests) >= limit:
+                break
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            requests.append(
+                TraceRequest(
+                    arrival_s=row["timestamp"] / 1000.0,
+                    prompt_tokens=row["input_length"],
+                    output_tokens=row["output_length"],
+                    block_hashes=list(row["hash_ids"]),
+                )
+            )
+    return requests
