@@ -72,7 +72,9 @@ def run_ours(model_dir: str, work: dict, args) -> dict:
     start = time.perf_counter()
     for i, (prompt, n) in enumerate(zip(work["prompts"], work["output_lens"])):
         engine.add_request(str(i), prompt, SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True))
-    first_token, last_token, itl = {}, {}, []
+    first_token: dict[str, float] = {}
+    last_token: dict[str, float] = {}
+    itl: list[float] = []
     produced = 0
     while engine.has_unfinished_requests():
         outs = engine.step()

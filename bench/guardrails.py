@@ -32,6 +32,7 @@ import string
 import sys
 import time
 from collections import defaultdict
+from typing import Any
 
 from bench.guardrails_names import print_names, run_names
 
@@ -61,14 +62,14 @@ def _card(rng: random.Random) -> str:
 
 
 def _iban(rng: random.Random) -> str:
-    country, bban = rng.choice(
+    country, make_bban = rng.choice(
         [
             ("GB", lambda: "".join(rng.choices(string.ascii_uppercase, k=4)) + _digits(rng, 14)),
             ("DE", lambda: _digits(rng, 18)),
             ("FR", lambda: _digits(rng, 23)),
         ]
     )
-    bban = bban()
+    bban = make_bban()
     numeric = "".join(str(int(c, 36)) for c in bban + country + "00")
     iban = f"{country}{98 - int(numeric) % 97:02d}{bban}"
     return " ".join(iban[i : i + 4] for i in range(0, len(iban), 4)) if rng.random() < 0.5 else iban
@@ -220,7 +221,7 @@ def build_detectors(policy):
 
     class BlankEngine(SpacyNlpEngine):
         def load(self) -> None:
-            self.nlp = {"en": spacy.blank("en")}
+            self.nlp = {"en": spacy.blank("en")}  # type: ignore[assignment]  # presidio infers `nlp` from its `= None`
 
     stock = AnalyzerEngine(
         registry=RecognizerRegistry(recognizers=stock_recognizers(), supported_languages=["en"]),
@@ -398,7 +399,7 @@ def injection_bench(detector, rng: random.Random, quick: bool) -> dict:
     crafted = [detector.score(t).score for t in obfuscated_attacks()]
     benign = [detector.score(t).score for t in benign_lookalikes(rng, 30 if quick else 150)]
     # Each operating point on every set, so a tenant's threshold can be read off one table.
-    result = {"deepset": {}, "deepset_prompts": len(rows), "benign_lookalikes": len(benign)}
+    result: dict[str, Any] = {"deepset": {}, "deepset_prompts": len(rows), "benign_lookalikes": len(benign)}
     for t in SWEEP_THRESHOLDS:
         row = _classification(scores, t)
         row["crafted_recall"] = sum(s >= t for s in crafted) / len(crafted)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from typing import Any
 
 from guardrails.ner.corpus import load_source
 from guardrails.ner.synthetic import sentences as template_sentences
@@ -107,7 +108,8 @@ def run_names(quick: bool, seed: int, structured_samples) -> dict:
         "samples": len(samples),
         "input": {name: score_pii(detectors[name], samples) for name in ("fast", "stock")},
     }
-    streamed, chunk_times, leaks = [], [], defaultdict(int)
+    streamed, chunk_times = [], []
+    leaks: defaultdict[str, int] = defaultdict(int)
     stream_set = samples if not quick else samples[::4]
     for text, labels in stream_set:
         predicted, spent = streamed_predictions(engine, policy, text, rng)
@@ -120,7 +122,7 @@ def run_names(quick: bool, seed: int, structured_samples) -> dict:
     for entity, row in report["stream"].items():
         row["leaked"] = leaks.get(entity, 0)
     texts = prompts(samples, rng, 20 if quick else 200)
-    latency = {
+    latency: dict[str, Any] = {
         name: percentiles_us(time_calls(detectors[name], texts, 1 if quick else 3)) for name in ("fast", "stock")
     }
     latency["fast_over_stock_p50"] = latency["fast"]["p50_us"] / latency["stock"]["p50_us"]

@@ -70,8 +70,8 @@ def attention_ops(device: torch.device, backend: str):
     try:
         from kernels.dispatch import get_attention_ops
     except ImportError:
-        get_attention_ops = None
-    if get_attention_ops is not None:
+        pass
+    else:
         return get_attention_ops(device.type, backend)
     if backend == "triton":
         raise ValueError("attention_backend='triton' needs kernels.dispatch (Triton kernels), which is unavailable")

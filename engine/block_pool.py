@@ -43,20 +43,24 @@ class FreeBlockQueue:
 
     def append(self, block: KVBlock) -> None:
         last = self._tail.prev_free
+        assert last is not None  # the head sentinel at least
         last.next_free, block.prev_free = block, last
         block.next_free, self._tail.prev_free = self._tail, block
         self.num_free_blocks += 1
 
     def popleft(self) -> KVBlock:
         block = self._head.next_free
+        assert block is not None  # the tail sentinel at least
         if block is self._tail:
             raise ValueError("no free blocks")
         self.remove(block)
         return block
 
     def remove(self, block: KVBlock) -> None:
-        block.prev_free.next_free = block.next_free
-        block.next_free.prev_free = block.prev_free
+        prev, next_ = block.prev_free, block.next_free
+        assert prev is not None and next_ is not None  # a queued block sits between two others
+        prev.next_free = next_
+        next_.prev_free = prev
         block.prev_free = block.next_free = None
         self.num_free_blocks -= 1
 
@@ -136,8 +140,9 @@ class BlockPool:
             self.events.append(KVEvent("stored", stored))
 
     def _uncache(self, block: KVBlock) -> None:
-        if self.cached.get(block.block_hash) is block:
-            del self.cached[block.block_hash]
+        block_hash = block.block_hash
+        if block_hash is not None and self.cached.get(block_hash) is block:
+            del self.cached[block_hash]
         block.block_hash = block.token_ids = None
 
     def reset_prefix_cache(self) -> bool:

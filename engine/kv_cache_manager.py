@@ -17,6 +17,8 @@ other change (free, fork, copy-on-write, trim, swap-in) puts a new list there. T
 
 from __future__ import annotations
 
+from collections import abc
+
 from engine.block_pool import BlockPool, KVBlock
 from engine.kv_cache import KVCache
 from engine.sequence import Sequence
@@ -77,7 +79,7 @@ class KVCacheManager:
 
     # -- allocation ---------------------------------------------------------------------------------------------
     def allocate_slots(
-        self, seq: Sequence, num_new_tokens: int, cached_blocks: list[KVBlock] = (), reserve_blocks: int = 0
+        self, seq: Sequence, num_new_tokens: int, cached_blocks: abc.Sequence[KVBlock] = (), reserve_blocks: int = 0
     ) -> bool:
         """Make room for num_new_tokens more computed tokens after `cached_blocks` (a prefix hit, for a sequence
         with no blocks yet). Leaves at least reserve_blocks free, or changes nothing and returns False."""

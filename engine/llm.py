@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import cast
 
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
@@ -20,17 +21,20 @@ class LLM:
 
     def generate(
         self,
-        prompts: str | Sequence[str] | Sequence[Sequence[int]],
+        prompts: str | Sequence[int] | Sequence[str] | Sequence[Sequence[int]],
         params: SamplingParams | Sequence[SamplingParams] | None = None,
     ) -> list[RequestOutput]:
         """Run every prompt to completion; outputs in the order of the prompts.
         Prompts are strings (tokenized as they are, no chat template) or lists of token ids."""
+        batch: Sequence[str | Sequence[int]]
         if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
-            prompts = [prompts]
+            batch = [cast("str | Sequence[int]", prompts)]  # one prompt: text, or token ids
+        else:
+            batch = cast("Sequence[str | Sequence[int]]", prompts)
         params = params or SamplingParams()
-        per_prompt = params if isinstance(params, Sequence) else [params] * len(prompts)
+        per_prompt = params if isinstance(params, Sequence) else [params] * len(batch)
         order = []
-        for prompt, p in zip(prompts, per_prompt):
+        for prompt, p in zip(batch, per_prompt):
             token_ids = self.tokenizer.encode(prompt, add_special_tokens=False) if isinstance(prompt, str) else prompt
             request_id = str(next(self._ids))
             self.engine.add_request(request_id, list(token_ids), p)

@@ -88,8 +88,10 @@ class LLMEngine:
         self.requests: dict[str, Request] = {}
 
     def _build_speculator(self, config: EngineConfig, num_blocks: int) -> Speculator:
+        assert config.speculative_method is not None  # built only when speculation is on
         draft_runner, draft_cost_ratio = None, 0.0
         if config.speculative_method == "draft":
+            assert config.speculative_model is not None  # EngineConfig requires it for 'draft'
             draft_hf = load_hf_config(config.speculative_model)
             draft_spec = ModelSpec.from_hf_config(draft_hf)
             if draft_spec.vocab_size != self.spec.vocab_size:
@@ -268,6 +270,7 @@ class LLMEngine:
     def _verify_and_append(
         self, logits: list[torch.Tensor], seqs: list[Sequence], drafts: dict[int, list[int]]
     ) -> list[Request]:
+        assert self.speculator is not None  # drafts come only from it
         for seq, tokens in zip(seqs, self.speculator.verify(seqs, logits, drafts)):
             for token in tokens:
                 self._append_token(seq, token, None)

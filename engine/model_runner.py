@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from engine.attention import AttentionMetadata
+from engine.cuda_graphs import DecodeGraphRunner
 from engine.input_batch import InputBatch
 from engine.kv_cache import KVCache
 from engine.models.llama import LlamaModel
@@ -48,7 +49,7 @@ class ModelRunner:
         self.device = device
         self.batch = batch  # block tables of the sequences in the batch, kept from step to step
         self.buffer = StepBuffer(device)  # this step's inputs, one host-to-device copy
-        self.graph_runner = None  # a DecodeGraphRunner, set by the engine on CUDA (cuda_graphs.py)
+        self.graph_runner: DecodeGraphRunner | None = None  # set by the engine on CUDA (cuda_graphs.py)
         self.clock = clock or StepClock()  # the engine's, to split prepare from forward; a draft runner's is off
 
     def execute(
@@ -73,7 +74,8 @@ class ModelRunner:
 
     def prepare(self, scheduled: list[tuple[Sequence, int]], drafts: dict[int, list[int]]) -> StepInputs:
         # A sequence verifying drafts has several query tokens, so it takes the prefill (chunk) attention path.
-        decodes, prefills = [], []
+        decodes: list[tuple[Sequence, int]] = []
+        prefills: list[tuple[Sequence, int]] = []
         for item in scheduled:
             (decodes if item[1] == 1 and item[0].seq_id not in drafts else prefills).append(item)
         ordered = decodes + prefills
@@ -156,16 +158,16 @@ class ModelRunner:
         seq_lens_out[:] = seq_lens
         logit_indices[:] = logit_rows
 
-        input_ids, positions, slot_mapping, logit_indices, block_tables, seq_lens_t, query_start = self.buffer.upload()
+        ids_t, positions_t, slots_t, logit_indices_t, block_tables_t, seq_lens_t, query_start_t = self.buffer.upload()
         nd = num_decodes
         meta = AttentionMetadata(
-            slot_mapping=slot_mapping,
+            slot_mapping=slots_t,
             num_decodes=nd,
-            decode_block_tables=block_tables[:nd],
+            decode_block_tables=block_tables_t[:nd],
             decode_seq_lens=seq_lens_t[:nd],
-            prefill_block_tables=block_tables[nd:],
+            prefill_block_tables=block_tables_t[nd:],
             prefill_seq_lens=seq_lens_t[nd:],
-            prefill_query_start_loc=query_start,
+            prefill_query_start_loc=query_start_t,
             num_prefills=num_seqs - nd,
         )
-        return StepInputs(input_ids, positions, meta, logit_indices, sample_seqs, num_rows)
+        return StepInputs(ids_t, positions_t, meta, logit_indices_t, sample_seqs, num_rows)

@@ -144,8 +144,8 @@ class Sampler:
         chosen_ids = torch.tensor([token_ids[i] for i in rows], device=logprobs.device)
         # One host transfer per tensor (each is a device sync), then plain list slicing per row.
         chosen = logprobs[row_index, chosen_ids].tolist()
-        top_values, top_ids = logprobs[row_index].topk(max(want[i] for i in rows), dim=-1)
-        top_values, top_ids = top_values.tolist(), top_ids.tolist()
+        top_value_tensor, top_id_tensor = logprobs[row_index].topk(max(k for k in want if k is not None), dim=-1)
+        top_values, top_ids = top_value_tensor.tolist(), top_id_tensor.tolist()
         out: list[TokenLogprob | None] = [None] * len(token_ids)
         for j, i in enumerate(rows):
             k = want[i]
@@ -183,6 +183,7 @@ class _OutputCounts:
             rows[id(tokens)] = (tokens, i, len(tokens))
         counts = torch.zeros(len(outputs), vocab, device=device)
         if kept_rows:
+            assert self._counts is not None  # kept rows were counted in an earlier step
             counts[torch.tensor(kept_rows, device=device)] = self._counts[torch.tensor(old_rows, device=device)]
         if token_ids:
             index = (torch.tensor(token_rows, device=device), torch.tensor(token_ids, device=device))

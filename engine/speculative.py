@@ -115,6 +115,7 @@ class Speculator:
             for seq, draft in zip(seqs, self.draft.propose(seqs, caps)):
                 drafts[seq.seq_id] = draft
             return drafts
+        assert self.ngram is not None  # the proposer when there is no draft model
         for seq in candidates:
             cap = min(self.k, self._room(seq), budget)
             draft = self.ngram.propose(seq.token_ids, cap).tolist() if cap > 0 else []

@@ -93,7 +93,8 @@ def build_app(
     async def metrics(request: Request) -> Response:
         return Response(gw.metrics.render(), media_type="text/plain; version=0.0.4")
 
-    async def http_error(request: Request, exc: HTTPException) -> Response:
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)  # registered for HTTPException only
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
         return _error(ApiError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", code=code))
 

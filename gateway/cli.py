@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 import tempfile
+from typing import TYPE_CHECKING
 
 from gateway.admin.seed import load_seed
 from gateway.admin.tenants import check_models_served
@@ -15,8 +16,11 @@ from gateway.config import ConfigError, load_config
 from gateway.errors import ApiError
 from gateway.metrics import MULTIPROC_DIR_ENV
 
+if TYPE_CHECKING:
+    from sluicegate.tracing import TracingMiddleware
 
-def _app_factory():
+
+def _app_factory() -> TracingMiddleware:
     """uvicorn --workers needs an import string: each worker rebuilds the app from the same config file. Each
     worker is a gateway instance of its own (its own fail-open buckets), so num_instances counts them all."""
     from gateway.app import build_app

@@ -6,6 +6,8 @@ The prefix-affinity router replaces it through the `router:` setting of config/g
 
 from __future__ import annotations
 
+from typing import Any
+
 from gateway.routing.base import NoHealthyReplicaError, Route, RouteRequest
 
 
@@ -40,7 +42,7 @@ class RoundRobinRouter:
         pass
 
 
-def build_router(routing_models: dict, *, metrics_registry=None) -> RoundRobinRouter:
+def build_router(routing_models: dict[str, Any], *, metrics_registry: object = None) -> RoundRobinRouter:
     """The factory signature config.py documents; routing knobs other than `replicas` do not apply here."""
     return RoundRobinRouter(
         {model: [(r["name"], r["url"]) for r in spec["replicas"]] for model, spec in routing_models.items()}

@@ -39,7 +39,7 @@ class InjectedSpacyNlpEngine(SpacyNlpEngine):
         self._pipeline = pipeline
 
     def load(self) -> None:
-        self.nlp = {"en": self._pipeline}
+        self.nlp = {"en": self._pipeline}  # type: ignore[assignment]  # presidio infers `nlp` from its `= None`
 
 
 def make_nlp_engine(spacy_model_path: str | None) -> InjectedSpacyNlpEngine:

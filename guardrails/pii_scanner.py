@@ -25,6 +25,7 @@ import guardrails.presidio_import  # noqa: F401  (before presidio/spacy: keeps t
 # isort: split
 from presidio_analyzer import AnalyzerEngine, EntityRecognizer, RecognizerRegistry, RecognizerResult
 from presidio_analyzer import predefined_recognizers as stock
+from presidio_analyzer.nlp_engine import NlpArtifacts
 
 from guardrails.errors import GuardrailConfigError
 from guardrails.findings import Finding, resolve_overlaps
@@ -158,7 +159,7 @@ class PiiScanner:
             found = (
                 self._phone_results(recognizer, text, results)
                 if isinstance(recognizer, stock.PhoneRecognizer)
-                else recognizer.analyze(text, entities=entities, nlp_artifacts=None)
+                else recognizer.analyze(text, entities=entities, nlp_artifacts=None)  # type: ignore[arg-type]  # presidio: None is documented, not annotated
             )
             if found:
                 _tag(found, recognizer)
@@ -166,12 +167,31 @@ class PiiScanner:
                 ran.append(recognizer)
         if any(r.score < policy.threshold_for(r.entity_type) for r in results):
             artifacts = self.analyzer.nlp_engine.process_text(text, "en")
-            results = self.analyzer._enhance_using_context(text, results, artifacts, ran)
+            results = self._enhance_using_context(text, results, artifacts, ran)
         spacy_entities = [e for e in policy.pii_entities if e in SPACY_ENTITIES]
         if self.spacy is not None and spacy_entities:
             artifacts = self.analyzer.nlp_engine.process_text(text, "en")
             results.extend(self.spacy.analyze(text, spacy_entities, artifacts))
         return results
+
+    def _enhance_using_context(
+        self, text: str, results: list[RecognizerResult], artifacts: NlpArtifacts, ran: list[EntityRecognizer]
+    ) -> list[RecognizerResult]:
+        """Context scoring as `AnalyzerEngine.analyze` does it, through Presidio's public methods: each recognizer
+        rescores its own results (seeing the others'), then the analyzer's context enhancer looks at nearby words."""
+        key = RecognizerResult.RECOGNIZER_IDENTIFIER_KEY
+        rescored: list[RecognizerResult] = []
+        for recognizer in ran:
+            own = [r for r in results if r.recognition_metadata[key] == recognizer.id]
+            others = [r for r in results if r.recognition_metadata[key] != recognizer.id]
+            rescored.extend(
+                recognizer.enhance_using_context(
+                    text=text, raw_recognizer_results=own, other_raw_recognizer_results=others, nlp_artifacts=artifacts
+                )
+            )
+        return self.analyzer.context_aware_enhancer.enhance_using_context(
+            text=text, raw_results=rescored, nlp_artifacts=artifacts, recognizers=ran
+        )
 
     def _recognizers_to_run(self, text: str, entities: Iterable[str]) -> list[EntityRecognizer]:
         chosen: dict[int, EntityRecognizer] = {}
@@ -195,7 +215,8 @@ class PiiScanner:
             lo = max(0, start - _PHONE_WINDOW_MARGIN_CHARS)
             # An international number parses the same under every default region: one matcher pass, not eight.
             matcher = self._intl_phone if candidate[0].startswith("+") else recognizer
-            for result in matcher.analyze(text[lo : end + _PHONE_WINDOW_MARGIN_CHARS], ["PHONE_NUMBER"], None):
+            window = text[lo : end + _PHONE_WINDOW_MARGIN_CHARS]
+            for result in matcher.analyze(window, ["PHONE_NUMBER"], None):  # type: ignore[arg-type]  # as above
                 result.start += lo
                 result.end += lo
                 results.setdefault((result.start, result.end), result)
@@ -218,5 +239,5 @@ def _tag(results: list[RecognizerResult], recognizer: EntityRecognizer) -> None:
     for result in results:
         metadata = result.recognition_metadata or {}
         metadata[RecognizerResult.RECOGNIZER_IDENTIFIER_KEY] = recognizer.id
-        metadata[RecognizerResult.RECOGNIZER_NAME_KEY] = recognizer.name
+        metadata[RecognizerResult.RECOGNIZER_NAME_KEY] = recognizer.name  # type: ignore[has-type]  # presidio sets it in a branch
         result.recognition_metadata = metadata

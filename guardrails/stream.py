@@ -208,6 +208,7 @@ class StreamRedactor:
 
     def _swallow(self, final: bool) -> str:
         masking = self.policy.redaction_style == "mask"
+        assert self._swallow_end is not None  # called only while a secret is being dropped
         end = self._swallow_end.search(self._pending)
         if end is None:
             keep = _PEM_END_MAX_CHARS if self._swallow_end is _PEM_END and not final else 0

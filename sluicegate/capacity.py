@@ -26,6 +26,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 BYTES_PER_ELEMENT = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 _DTYPE_ALIASES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float8": "fp8"}
@@ -105,7 +106,7 @@ def derived_param_count(shape: ModelShape) -> int:
     return shape.num_layers * per_layer + embeddings + h
 
 
-def shape_from_config(config: dict, name: str) -> ModelShape:
+def shape_from_config(config: dict[str, Any], name: str) -> ModelShape:
     """A ModelShape from a Hugging Face config.json dict (Llama, Mistral, Qwen2, Mixtral field names)."""
     try:
         heads = int(config["num_attention_heads"])
@@ -272,7 +273,8 @@ def pareto_scale_for_capped_mean(shape_alpha: float, mean: float, cap: float) ->
             return cap
         if shape_alpha == 1.0:
             return x_m * (1 + math.log(cap / x_m))
-        return (shape_alpha * x_m - x_m**shape_alpha * cap ** (1 - shape_alpha)) / (shape_alpha - 1)
+        mean_below_cap: float = (shape_alpha * x_m - x_m**shape_alpha * cap ** (1 - shape_alpha)) / (shape_alpha - 1)
+        return mean_below_cap
 
     if not 0 < mean < cap:
         raise CapacityError(f"mean output length {mean} must be above 0 and below the cap {cap}")
@@ -355,7 +357,7 @@ def format_bytes(num_bytes: float) -> str:
     return f"{num_bytes:.4g} TiB"
 
 
-def build_report(args: argparse.Namespace) -> dict:
+def build_report(args: argparse.Namespace) -> dict[str, Any]:
     shape = load_model_shape(args.model)
     dtype = normalize_dtype(args.dtype)
     kv_dtype = normalize_dtype(args.kv_dtype) if args.kv_dtype else dtype
@@ -418,14 +420,14 @@ def build_report(args: argparse.Namespace) -> dict:
     }
 
 
-def render_report(report: dict) -> str:
+def render_report(report: dict[str, Any]) -> str:
     lines = _render_plan(report)
     if "error" in report:
         return "\n".join(lines + ["", report["error"]])
     return "\n".join(lines + [""] + _render_study(report))
 
 
-def _render_plan(report: dict) -> list[str]:
+def _render_plan(report: dict[str, Any]) -> list[str]:
     model, plan = report["model"], report["plan"]
     tp = f", tensor parallel {report['tensor_parallel']} (per GPU)" if report["tensor_parallel"] > 1 else ""
     lines = [
@@ -444,7 +446,7 @@ def _render_plan(report: dict) -> list[str]:
     return lines
 
 
-def _render_study(report: dict) -> list[str]:
+def _render_study(report: dict[str, Any]) -> list[str]:
     study = report["study"]
     lines = [
         f"Concurrent requests: prompt {study['prompt_tokens']} tokens, output ~ Pareto(shape "

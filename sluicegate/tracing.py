@@ -38,6 +38,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from opentelemetry.trace import StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from starlette.datastructures import State
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # Span names, so the gateway, the engine, the docs and the Grafana/Jaeger views agree.
 GATEWAY_REQUEST = "gateway.request"
@@ -190,19 +192,22 @@ class TracingMiddleware:
     off. The span stays current for the whole call, so stage spans nest under it and streams are timed to their end.
     """
 
-    def __init__(self, app, scope_name: str, span_name: str):
+    state: State
+    """The wrapped app's state, where the builder sets it (build_app: the Starlette app's `app.state`)."""
+
+    def __init__(self, app: ASGIApp, scope_name: str, span_name: str) -> None:
         self.app = app
         self.scope_name = scope_name
         self.span_name = span_name
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or _provider is None:
             await self.app(scope, receive, send)
             return
         attributes = {"http.request.method": scope["method"], "url.path": scope["path"]}
         with server_span(self.scope_name, self.span_name, scope["headers"], attributes) as span:
 
-            async def send_and_record(message) -> None:
+            async def send_and_record(message: Message) -> None:
                 if message["type"] == "http.response.start":
                     status = message["status"]
                     span.set_attribute("http.response.status_code", status)

@@ -32,6 +32,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 import yaml
 
@@ -51,7 +52,7 @@ class UpError(Exception):
 @dataclass
 class Child:
     name: str
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
     log_path: Path
     health_url: str
 
@@ -80,7 +81,8 @@ def _kill_with_parent() -> None:
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -98,9 +100,9 @@ def check_port_free(host: str, port: int) -> None:
 class StackLock:
     """An exclusive flock on state_dir/up.lock: released by the kernel however this process ends."""
 
-    def __init__(self, state_dir: Path):
+    def __init__(self, state_dir: Path) -> None:
         self.path = state_dir / "up.lock"
-        self._file = None
+        self._file: TextIO | None = None
 
     def acquire(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -120,6 +122,7 @@ class StackLock:
         self.record("starting")
 
     def record(self, gateway_url: str) -> None:
+        assert self._file is not None  # acquire() came first
         self._file.seek(0)
         self._file.truncate()
         self._file.write(json.dumps({"pid": os.getpid(), "gateway_url": gateway_url}))
@@ -267,7 +270,8 @@ def wait_routable(stack: Stack, timeout_s: float, stop: threading.Event) -> None
 def _answers(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status == 200
+            ok: bool = response.status == 200
+            return ok
     except (urllib.error.URLError, OSError):
         return False
 

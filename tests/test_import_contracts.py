@@ -32,13 +32,9 @@ _CONTRACTS: dict[str, frozenset[str]] = {
 }
 
 # Breaches that predate this test, as "module -> imported", each to be removed with the fix (the test fails when
-# one no longer occurs, so the list only shrinks). gateway/request/tokenizer.py loads tokenizers through
-# transformers' torch-free backend; the fix is to read tokenizer_config.json itself.
-_KNOWN_VIOLATIONS: frozenset[str] = frozenset(
-    {
-        "gateway.request.tokenizer -> transformers.tokenization_utils_tokenizers",
-    }
-)
+# one no longer occurs, so the list only shrinks). None today: the gateway never imports transformers (its tokenizer
+# reads tokenizer.json and tokenizer_config.json itself).
+_KNOWN_VIOLATIONS: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ without a cached prefix, GQA 8:1, MQA, ragged lengths, split-K contexts, block i
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -106,6 +107,7 @@ def _attention(ops, p, device, kind, seq_lens, query_lens, num_kv, per_kv, dtype
     def check() -> tuple[float, float]:
         q_lens = list(query_lens) if query_lens else [1] * len(seq_lens)
         case = make_paged_case(list(seq_lens), q_lens, num_kv, per_kv, p.head_dim, p.block_size, dtype, device)
+        ref: Callable[..., torch.Tensor]
         if kind == "decode":
             args, kernel, ref = decode_args(case), ops.paged_decode_attention, reference.paged_decode_attention
         else:

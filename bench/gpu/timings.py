@@ -7,8 +7,10 @@ compute-bound and reported in TFLOP/s.
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -76,12 +78,12 @@ def time_ms(fn, device: str, repeats: int) -> float:
     torch.cuda.synchronize()
     samples = []
     for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
+        start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start_event.record()
         fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end))
+        end_event.record()
+        end_event.synchronize()
+        samples.append(start_event.elapsed_time(end_event))
     return statistics.median(samples)
 
 
@@ -105,13 +107,13 @@ def run_timings(report: Report, ops, p: TimingProfile, device: str, stop_at: flo
     except Exception as error:
         report.fail("timing", "device copy bandwidth", error)
     yardstick = peak_gbps or float("nan")
-    pending = [
-        (f"decode b={b} ctx={c}", lambda b=b, c=c: _decode(report, ops, p, device, yardstick, b, c))
+    pending: list[tuple[str, Callable[[], object]]] = [
+        (f"decode b={b} ctx={c}", functools.partial(_decode, report, ops, p, device, yardstick, b, c))
         for b, c in p.decode
     ]
     pending.append(("decode torch reference", lambda: _decode_reference(report, p, device, yardstick)))
     pending += [
-        (f"prefill s={s} prefix={pre} chunk={c}", lambda s=s, pre=pre, c=c: _prefill(report, ops, p, device, s, pre, c))
+        (f"prefill s={s} prefix={pre} chunk={c}", functools.partial(_prefill, report, ops, p, device, s, pre, c))
         for s, pre, c in p.prefill
     ]
     pending += [

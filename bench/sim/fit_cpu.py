@@ -77,8 +77,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         model_dir = str(make_tiny_model(folder, preset="tiny", arch="llama"))
         points = measure(model_dir)
-    for prefill, rows, context, seconds in points:
-        print(f"prefill {prefill:5d}  rows {rows:3d}  context {context:6d}  step {seconds * 1000:8.2f} ms")
+    for prefill_tokens, rows, context_tokens, seconds in points:
+        print(
+            f"prefill {prefill_tokens:5d}  rows {rows:3d}  context {context_tokens:6d}  step {seconds * 1000:8.2f} ms"
+        )
     fixed, prefill, row, context, pair = fit(points)
     print(
         f"fixed_s={fixed:.3e}, prefill_token_s={prefill:.3e}, decode_row_s={row:.3e}, "

@@ -175,6 +175,7 @@ async def tokenize(request: Request) -> Response:
     if parsed.messages is not None:
         tokens = await replica.tokenization.encode_chat(parsed.messages, parsed.add_generation_prompt)
     else:
+        assert parsed.prompt is not None  # parse_tokenize requires prompt or messages
         tokens = await replica.tokenization.encode(parsed.prompt, parsed.add_special_tokens)
     return JSONResponse({"count": len(tokens), "max_model_len": replica.max_model_len, "tokens": tokens})
 
@@ -213,11 +214,13 @@ async def _read_body(request: Request, max_bytes: int) -> bytes:
     return bytes(body)
 
 
-async def _api_error(request: Request, exc: APIError) -> Response:
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, APIError)  # registered for APIError only
     return exc.response()
 
 
-async def _http_error(request: Request, exc: HTTPException) -> Response:
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)  # registered for HTTPException only
     return HTTPStatusError(exc.status_code, str(exc.detail), headers=exc.headers).response()
 
 

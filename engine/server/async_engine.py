@@ -128,7 +128,7 @@ def _record_stage_spans(output: RequestOutput, parent) -> None:
     """queue: arrival -> first scheduled; prefill: -> first token; decode: -> finished (engine monotonic stamps)."""
     stamps = [output.arrival_time, output.first_scheduled_time, output.first_token_time, output.finished_time]
     to_ns = _MONOTONIC_TO_EPOCH_NS
-    attributes = {
+    attributes: dict[str, str | int | float | bool] = {
         "sluicegate.engine_request_id": output.request_id,
         "sluicegate.cached_prompt_tokens": output.num_cached_tokens,
     }
@@ -263,6 +263,7 @@ class AsyncEngine:
             raise EngineUnavailableError()
 
     def _new_future(self) -> asyncio.Future:
+        assert self._loop is not None  # start() set it
         future = self._loop.create_future()
         self._pending_futures.add(future)
         future.add_done_callback(self._pending_futures.discard)
@@ -318,6 +319,7 @@ class AsyncEngine:
         self.on_fatal(exc)
 
     def _call_loop(self, callback, *args) -> None:
+        assert self._loop is not None  # start() set it before the engine thread runs
         try:
             self._loop.call_soon_threadsafe(callback, *args)
         except RuntimeError:

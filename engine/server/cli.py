@@ -43,7 +43,7 @@ from sluicegate.schema import explain
 logger = logging.getLogger(__name__)
 
 _DRAIN_POLL_S = 0.05
-_SHUTDOWN_GRACE_S = 5.0
+_SHUTDOWN_GRACE_S = 5  # seconds (uvicorn takes an int)
 
 
 class ReplicaServer(uvicorn.Server):

@@ -12,6 +12,8 @@ APIError                      {"error": {"message", "type", "param", "code"}}
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from starlette.responses import JSONResponse
 
 from engine.errors import ContextLengthError, RequestError, RequestTooLargeError
@@ -21,12 +23,14 @@ class APIError(Exception):
     status_code = 500
     error_type = "server_error"
 
-    def __init__(self, message: str, param: str | None = None, code: str | None = None, headers: dict | None = None):
+    def __init__(
+        self, message: str, param: str | None = None, code: str | None = None, headers: Mapping[str, str] | None = None
+    ):
         super().__init__(message)
         self.message = message
         self.param = param
         self.code = code
-        self.headers = headers or {}
+        self.headers: Mapping[str, str] = headers or {}
 
     def body(self) -> dict:
         return {"error": {"message": self.message, "type": self.error_type, "param": self.param, "code": self.code}}
@@ -45,7 +49,7 @@ class HTTPStatusError(APIError):
 
     error_type = "invalid_request_error"
 
-    def __init__(self, status_code: int, message: str, headers: dict | None = None):
+    def __init__(self, status_code: int, message: str, headers: Mapping[str, str] | None = None):
         super().__init__(message, headers=headers)
         self.status_code = status_code
 

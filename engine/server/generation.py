@@ -52,6 +52,7 @@ async def prompt_token_ids(request: GenerateRequest, tokenization: Tokenization)
         prompts = [await tokenization.encode_chat(request.messages)]
     else:
         prompts = []
+        assert request.prompts is not None  # GenerateRequest requires prompts or messages
         for i, prompt in enumerate(request.prompts):
             if isinstance(prompt, str):
                 prompts.append(await tokenization.encode(prompt))

@@ -153,6 +153,7 @@ def _random_draws(
     else:
         # `generator` draws only for the unseeded rows. A seeded row's uniforms past its drafts stay 0: padding,
         # never accepted.
+        assert generators is not None  # `seeded` came from them
         unseeded = [s for s, g in enumerate(generators) if g is None]
         if unseeded:
             rows = torch.tensor(unseeded, device=device)

@@ -27,7 +27,8 @@ import functools
 import hmac
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -49,12 +50,15 @@ from gateway.admin.tenants import (
 )
 from gateway.admin.types import AdminGateway
 from gateway.errors import ApiError, invalid_request, unavailable
-from gateway.store.base import KEY_EXPIRED, KEY_MISSING, KEY_REVOKED, StoreUnavailable
+from gateway.store.base import KEY_EXPIRED, KEY_MISSING, KEY_REVOKED, AdminStore, StoreUnavailable
 from gateway.store.clock import periods
 
 MAX_USAGE_DAYS = 400
 DEFAULT_ROTATION_GRACE_S = 86_400.0
 """How long a rotated key keeps working when the request names no grace: a day for clients to switch over."""
+
+Handler = Callable[[Request, AdminStore], Awaitable[Response]]
+CheckTenant = Callable[[Tenant, dict[str, Any]], Tenant]
 
 
 def _error(error: ApiError) -> Response:
@@ -62,7 +66,7 @@ def _error(error: ApiError) -> Response:
 
 
 def admin_routes(gw: AdminGateway) -> list[Route]:
-    def endpoint(handler):
+    def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         async def run(request: Request) -> Response:
             token = gw.config.admin_token
             given = request.headers.get("authorization", "")
@@ -85,7 +89,7 @@ def admin_routes(gw: AdminGateway) -> list[Route]:
 
     check_policy = policy_name_check(gw.hooks)  # a guardrail policy name this gateway does not define is a 400
 
-    def check_tenant(tenant: Tenant, updates: dict) -> Tenant:
+    def check_tenant(tenant: Tenant, updates: dict[str, Any]) -> Tenant:
         tenant = apply_tenant_fields(tenant, updates, check_policy)
         check_models_served(tenant.models, gw.config.models)
         return tenant
@@ -129,7 +133,7 @@ def admin_routes(gw: AdminGateway) -> list[Route]:
     ]
 
 
-async def _json(request: Request) -> dict:
+async def _json(request: Request) -> dict[str, Any]:
     raw = await request.body()
     if not raw:
         return {}
@@ -142,7 +146,7 @@ async def _json(request: Request) -> dict:
     return body
 
 
-async def _tenant(request: Request, store) -> Tenant:
+async def _tenant(request: Request, store: AdminStore) -> Tenant:
     tenant_id = request.path_params["tenant"]
     tenant = await store.get_tenant(tenant_id)
     if tenant is None:
@@ -150,7 +154,7 @@ async def _tenant(request: Request, store) -> Tenant:
     return tenant
 
 
-async def _key(request: Request, store) -> ApiKey:
+async def _key(request: Request, store: AdminStore) -> ApiKey:
     tenant = await _tenant(request, store)
     key_id = request.path_params["key_id"]
     for key in await store.list_keys(tenant.id):
@@ -159,11 +163,11 @@ async def _key(request: Request, store) -> ApiKey:
     raise ApiError(404, f"No key {key_id!r} for tenant {tenant.id!r}.", code="key_not_found", param="key_id")
 
 
-async def list_tenants(request: Request, store) -> Response:
+async def list_tenants(request: Request, store: AdminStore) -> Response:
     return JSONResponse({"data": [t.to_public() for t in await store.list_tenants()]})
 
 
-async def create_tenant(request: Request, store, check_tenant: Callable[[Tenant, dict], Tenant]) -> Response:
+async def create_tenant(request: Request, store: AdminStore, check_tenant: CheckTenant) -> Response:
     body = await _json(request)
     tenant_id = validate_tenant_id(body.pop("id", None))
     tenant = await store.create_tenant(check_tenant(Tenant(id=tenant_id), body))
@@ -172,11 +176,11 @@ async def create_tenant(request: Request, store, check_tenant: Callable[[Tenant,
     return JSONResponse(tenant.to_public(), status_code=201)
 
 
-async def get_tenant(request: Request, store) -> Response:
+async def get_tenant(request: Request, store: AdminStore) -> Response:
     return JSONResponse((await _tenant(request, store)).to_public())
 
 
-async def update_tenant(request: Request, store, check_tenant: Callable[[Tenant, dict], Tenant]) -> Response:
+async def update_tenant(request: Request, store: AdminStore, check_tenant: CheckTenant) -> Response:
     tenant_id = request.path_params["tenant"]
     body = await _json(request)
     checked = check_tenant(Tenant(id=tenant_id), body)  # validated on a scratch record: only its fields are written
@@ -186,13 +190,13 @@ async def update_tenant(request: Request, store, check_tenant: Callable[[Tenant,
     return JSONResponse(tenant.to_public())
 
 
-async def delete_tenant(request: Request, store) -> Response:
+async def delete_tenant(request: Request, store: AdminStore) -> Response:
     tenant = await _tenant(request, store)
     await store.delete_tenant(tenant.id)
     return JSONResponse({"id": tenant.id, "deleted": True})
 
 
-def _expiry(body: dict) -> dict:
+def _expiry(body: dict[str, Any]) -> dict[str, Any]:
     ttl_s = body.pop("ttl_s", None)
     if ttl_s is not None:
         if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or not 0 < ttl_s <= MAX_UNIX_S / 2:
@@ -203,7 +207,7 @@ def _expiry(body: dict) -> dict:
     return body
 
 
-async def _issue(store, tenant_id: str, fields: dict) -> Response:
+async def _issue(store: AdminStore, tenant_id: str, fields: dict[str, Any]) -> Response:
     secret = new_api_key()
     digest = digest_key(secret)
     key = apply_key_fields(ApiKey(key_id_of(digest), tenant_id, digest, created_at=time.time()), fields)
@@ -211,12 +215,12 @@ async def _issue(store, tenant_id: str, fields: dict) -> Response:
     return JSONResponse({**key.to_public(), "key": secret}, status_code=201)
 
 
-async def create_key(request: Request, store) -> Response:
+async def create_key(request: Request, store: AdminStore) -> Response:
     tenant = await _tenant(request, store)
     return await _issue(store, tenant.id, _expiry(await _json(request)))
 
 
-async def list_keys(request: Request, store) -> Response:
+async def list_keys(request: Request, store: AdminStore) -> Response:
     tenant = await _tenant(request, store)
     return JSONResponse({"data": [k.to_public() for k in await store.list_keys(tenant.id)]})
 
@@ -225,7 +229,7 @@ def _key_gone(key: ApiKey) -> ApiError:
     return ApiError(404, f"No key {key.key_id!r} for tenant {key.tenant_id!r}.", code="key_not_found", param="key_id")
 
 
-async def _update_key(store, key: ApiKey, changes: dict) -> Response:
+async def _update_key(store: AdminStore, key: ApiKey, changes: dict[str, object]) -> Response:
     """Writes only `changes`, in one store step: a revocation racing this write stays (see admin_update.lua)."""
     updated = await store.update_key(key.tenant_id, key.digest, changes)
     if updated is None:  # deleted since it was looked up
@@ -233,25 +237,25 @@ async def _update_key(store, key: ApiKey, changes: dict) -> Response:
     return JSONResponse(updated.to_public())
 
 
-async def update_key(request: Request, store) -> Response:
+async def update_key(request: Request, store: AdminStore) -> Response:
     key = await _key(request, store)
     body = _expiry(await _json(request))
     checked = apply_key_fields(ApiKey(key.key_id, key.tenant_id, key.digest), body)  # a scratch record
     return await _update_key(store, key, {name: getattr(checked, name) for name in body})
 
 
-async def revoke_key(request: Request, store) -> Response:
+async def revoke_key(request: Request, store: AdminStore) -> Response:
     return await _update_key(store, await _key(request, store), {"revoked": True})
 
 
-async def delete_key(request: Request, store) -> Response:
+async def delete_key(request: Request, store: AdminStore) -> Response:
     key = await _key(request, store)
     if not await store.delete_key(key.tenant_id, key.digest):
         raise _key_gone(key)
     return JSONResponse({"key_id": key.key_id, "deleted": True})
 
 
-async def rotate_key(request: Request, store) -> Response:
+async def rotate_key(request: Request, store: AdminStore) -> Response:
     key = await _key(request, store)
     body = await _json(request)
     unknown = set(body) - {"grace_s"}
@@ -288,7 +292,7 @@ async def rotate_key(request: Request, store) -> Response:
     return await _issue(store, key.tenant_id, fields)
 
 
-async def usage(request: Request, store) -> Response:
+async def usage(request: Request, store: AdminStore) -> Response:
     tenant = await _tenant(request, store)
     try:
         num_days = int(request.query_params.get("days", "7"))
@@ -302,8 +306,15 @@ async def usage(request: Request, store) -> Response:
     return JSONResponse({"tenant": tenant.id, "days": [_usage_day(day, raw[day]) for day in days if day in raw]})
 
 
-def _usage_day(day: str, fields: dict[str, int]) -> dict:
-    out = {"day": day, "requests": 0, "input_tokens": 0, "output_tokens": 0, "by_model": {}, "by_key": {}}
+def _usage_day(day: str, fields: dict[str, int]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "day": day,
+        "requests": 0,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "by_model": {},
+        "by_key": {},
+    }
     for name, value in fields.items():
         scope, _, rest = name.partition(":")
         if scope in ("model", "key"):

@@ -29,8 +29,8 @@ STRING_FIELDS = {"guardrails", "name"}
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
-def _fields(pairs: list[str]) -> dict:
-    out = {}
+def _fields(pairs: list[str]) -> dict[str, object]:
+    out: dict[str, object] = {}
     for pair in pairs or []:
         name, sep, value = pair.partition("=")
         if not sep:
@@ -102,7 +102,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _request(args) -> tuple[str, str, dict | None]:
+def _request(args: argparse.Namespace) -> tuple[str, str, dict[str, object] | None]:
     if args.group == "replicas":
         path = f"/models/{quote(args.model, safe='/')}/replicas"  # a model name may hold '/' (org/model)
         if args.action == "list":

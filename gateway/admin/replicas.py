@@ -51,7 +51,7 @@ def _changeable(gw: AdminGateway) -> None:
         )
 
 
-def _answer(call, *args, status: int = 200) -> Response:
+def _answer(call: Callable[..., Any], *args: object, status: int = 200) -> Response:
     try:
         info = call(*args)
     except KeyError as exc:  # UnknownReplicaError

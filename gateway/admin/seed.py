@@ -37,7 +37,7 @@ from gateway.admin.tenants import (
 )
 from gateway.config import ConfigError
 from gateway.errors import ApiError
-from gateway.store.base import Store
+from gateway.store.base import AdminStore
 from sluicegate.schema import Schema, explain
 
 
@@ -92,7 +92,7 @@ def load_seed(path: str) -> Seed:
         raise ConfigError(f"tenants seed {path!r}: {explain(exc)}") from None
 
 
-async def seed_tenants(store: Store, path: str, check_policy: Callable[[str], None]) -> int:
+async def seed_tenants(store: AdminStore, path: str, check_policy: Callable[[str], None]) -> int:
     """Create the seeded tenants and keys that do not exist yet; return how many records were created.
     `check_policy` (tenants.policy_name_check) makes a guardrail policy the gateway does not define a ConfigError."""
     seed = load_seed(path)

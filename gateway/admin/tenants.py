@@ -57,7 +57,7 @@ class Tenant:
     def cache_salt(self) -> str:
         return self.id if self.isolate_cache else ""
 
-    def to_public(self) -> dict:
+    def to_public(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -76,7 +76,7 @@ class ApiKey:
     input_tpm: int = 0
     output_tpm: int = 0
 
-    def to_public(self) -> dict:
+    def to_public(self) -> dict[str, Any]:
         public = asdict(self)
         del public["digest"]
         return public
@@ -182,7 +182,7 @@ def _bad_request(exc: ValidationError) -> ApiError:
     return invalid_request(explain(exc), param=param)
 
 
-def policy_name_check(hooks) -> Callable[[str], None]:
+def policy_name_check(hooks: object) -> Callable[[str], None]:
     """What a tenant's `guardrails` name must pass: the hooks' own check (GuardrailHooks.check_policy_name raises a
     ValueError naming the defined policies); hooks without one (guardrails off) define no policy but "off"."""
     return getattr(hooks, "check_policy_name", None) or _only_off
@@ -284,13 +284,15 @@ def key_to_hash(key: ApiKey) -> dict[str, str]:
 
 def tenant_changes_to_hash(changes: dict[str, object]) -> dict[str, str]:
     """Only the changed fields, encoded as tenant_to_hash encodes them (a field-level update)."""
-    encoded = tenant_to_hash(replace(Tenant(id=""), **changes))
+    fields: dict[str, Any] = changes  # values of Tenant's fields, by name
+    encoded = tenant_to_hash(replace(Tenant(id=""), **fields))
     return {name: encoded[name] for name in changes}
 
 
 def key_changes_to_hash(changes: dict[str, object]) -> dict[str, str]:
     """Only the changed fields, encoded as key_to_hash encodes them (a field-level update)."""
-    encoded = key_to_hash(replace(ApiKey("", "", ""), **changes))
+    fields: dict[str, Any] = changes  # values of ApiKey's fields, by name
+    encoded = key_to_hash(replace(ApiKey("", "", ""), **fields))
     return {name: encoded[name] for name in changes}
 
 

@@ -11,11 +11,18 @@ Presidio or spaCy.
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
+from prometheus_client import CollectorRegistry
+
 from gateway.errors import guardrail_policy_unknown, invalid_request
 from gateway.request.hooks import NoHooks, RequestHooks
 
+GuardrailsSection = dict[Literal["engine", "policies"], dict[str, Any] | None]
+"""The gateway config's `guardrails` section (GatewayConfig.guardrails)."""
 
-def build_hooks(section: dict | None, metrics_registry) -> RequestHooks:
+
+def build_hooks(section: GuardrailsSection | None, metrics_registry: CollectorRegistry) -> RequestHooks:
     if not section:
         return NoHooks()
     from guardrails import GuardrailPolicy, Guardrails, GuardrailsConfig

@@ -1,11 +1,15 @@
-"""Exact prompt token counts with each model's own tokenizer and chat template.
+"""Exact prompt token counts with each model's own tokenizer and chat template, without transformers.
 
-Loaded once per model at start-up through transformers' tokenizers backend (which, unlike AutoTokenizer, does not
-import torch: the gateway stays torch-free at run time too). The hot path renders the chat template compiled
-once in a Jinja environment set up as transformers sets up its own (~20 us, vs ~50 us through
-apply_chat_template's per-call conversions) and encodes with the Rust tokenizer directly (~100 us for a short
-chat), skipping BatchEncoding. Requests with tools, and templates this environment cannot compile, take
-apply_chat_template itself. tests/gateway/test_tokenizer.py checks the ids against AutoTokenizer's.
+Loaded once per model at start-up from the folder's files as `AutoTokenizer.from_pretrained` reads them for a
+tokenizers-backed tokenizer: the Rust `tokenizer.json`, the special tokens, `split_special_tokens` and
+`model_max_length` from `tokenizer_config.json` (special tokens the file names that tokenizer.json lacks are added,
+as transformers adds them), and the chat template(s) found by gateway/request/chat_template.py, which also renders
+them in an environment equivalent to transformers'. tests/gateway/test_tokenizer.py checks the ids against
+`AutoTokenizer.apply_chat_template(..., tokenize=True)` and the tokenizer call. Neither torch nor transformers is
+imported (tests/gateway/test_torch_free.py, tests/test_import_contracts.py). Tokenizer classes whose transformers
+implementation rebuilds the Rust tokenizer from its vocabulary (their own normalizer or pre-tokenizer), and the
+Mistral pre-tokenizer regex patch transformers applies to some >100k vocabularies, are not reproduced: such a folder
+counts with its tokenizer.json as written.
 
 Chat prompts are encoded piecewise: the tokenizer itself cuts text at its added (special) tokens before anything
 else, so the ids of a rendered chat are the ids of the pieces between them, and pieces repeat (system prompts,
@@ -24,11 +28,11 @@ import asyncio
 import functools
 import json
 import re
-from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from gateway.errors import invalid_request
+from gateway.request.chat_template import compile_chat_template, load_chat_templates, select_template
 
 if TYPE_CHECKING:
     import jinja2
@@ -37,39 +41,53 @@ if TYPE_CHECKING:
 LONG_PROMPT_CHARS = 32_768
 CACHED_PIECES = 8192
 MAX_CACHED_PIECE_CHARS = 16_384
+# The named special tokens transformers passes to every chat template (SPECIAL_TOKENS_ATTRIBUTES).
+SPECIAL_TOKEN_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 
 
 class PromptTokenizer:
     def __init__(self, path: str):
-        from transformers.tokenization_utils_tokenizers import PreTrainedTokenizerFast
+        from tokenizers import Tokenizer
 
-        if not (Path(path) / "tokenizer.json").is_file():
+        folder = Path(path)
+        if not (folder / "tokenizer.json").is_file():
             raise ValueError(f"{path!r} has no tokenizer.json; the gateway needs a fast (Rust) tokenizer folder")
-        self._hf = PreTrainedTokenizerFast.from_pretrained(path)
-        self._rust = self._hf.backend_tokenizer
-        self.has_chat_template = bool(self._hf.chat_template)
-        self._template = _compile(self._hf.chat_template) if self.has_chat_template else None
-        self._template_vars = {k: v for k, v in self._hf.special_tokens_map.items() if isinstance(v, str)}
+        config = _tokenizer_config(folder)
+        self._rust = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self._rust.no_truncation()  # transformers' call sets both per call: off unless asked for
+        self._rust.no_padding()
+        self._rust.encode_special_tokens = bool(config.get("split_special_tokens", False))
+        special = _special_tokens(config)
+        _add_missing_special_tokens(self._rust, config, special)
+        self._templates = load_chat_templates(folder, config)
+        self.has_chat_template = bool(self._templates)
+        self._compiled: dict[str, jinja2.Template] = {}
+        self._template_vars = {name: _content(special[name]) for name in SPECIAL_TOKEN_NAMES if name in special}
         self._splitter, self._added_ids = _added_token_splitter(self._rust)
         self._piece_ids = functools.lru_cache(maxsize=CACHED_PIECES)(self._encode_piece)
-        max_len = self._hf.model_max_length
-        self.model_max_length: int | None = max_len if isinstance(max_len, int) and max_len < 10**9 else None
+        max_len = config.get("model_max_length")
+        self.model_max_length: int | None = (
+            max_len if isinstance(max_len, int) and not isinstance(max_len, bool) and 0 < max_len < 10**9 else None
+        )
         # No token stands for more characters than its own text (byte-level tokens: bytes, at least as many)
         self._max_chars_per_token = max(len(token) for token in self._rust.get_vocab(with_added_tokens=True))
+
+    def _template(self, tools: list[Any] | None) -> jinja2.Template:
+        assert self._templates
+        source = select_template(self._templates, tools)
+        compiled = self._compiled.get(source)
+        if compiled is None:
+            compiled = self._compiled[source] = compile_chat_template(source)
+        return compiled
 
     def render_chat(self, messages: list[dict[str, Any]], tools: list[Any] | None = None) -> str:
         if not self.has_chat_template:
             raise invalid_request("This model has no chat template; use /v1/completions.", param="messages")
         messages = [_plain_message(m) for m in messages]
         try:
-            if self._template is not None and tools is None:
-                return self._template.render(
-                    messages=messages, add_generation_prompt=True, tools=None, documents=None, **self._template_vars
-                )
-            rendered: str = self._hf.apply_chat_template(
-                messages, tools=tools, tokenize=False, add_generation_prompt=True
+            return self._template(tools).render(
+                messages=messages, add_generation_prompt=True, tools=tools, documents=None, **self._template_vars
             )
-            return rendered
         except Exception as exc:  # a template rejects a conversation with TemplateError, TypeError, ValueError...
             raise invalid_request(
                 f"messages could not be rendered with the model's chat template: {exc}", param="messages"
@@ -123,33 +141,56 @@ def _added_token_splitter(rust: Tokenizer) -> tuple[re.Pattern[str] | None, dict
     return re.compile(f"({alternatives})"), by_content
 
 
-def _compile(template: str) -> jinja2.Template | None:
-    """The template in an environment like transformers' (sandboxed, trim/lstrip blocks, its tojson, its globals);
-    None when it needs transformers' own extensions (e.g. {% generation %})."""
-    import jinja2
-    from jinja2.ext import loopcontrols
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
+def _tokenizer_config(folder: Path) -> dict[str, Any]:
+    """tokenizer_config.json, with a legacy special_tokens_map.json's entries where the config names none."""
+    config: dict[str, Any] = {}
+    if (folder / "tokenizer_config.json").is_file():
+        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    if (folder / "special_tokens_map.json").is_file():
+        legacy = json.loads((folder / "special_tokens_map.json").read_text(encoding="utf-8"))
+        for key, value in legacy.items():
+            config.setdefault(key, value)
+    return config
 
-    def raise_exception(message: str) -> NoReturn:
-        raise jinja2.exceptions.TemplateError(message)
 
-    def tojson(
-        x: object,
-        ensure_ascii: bool = False,
-        indent: int | None = None,
-        separators: tuple[str, str] | None = None,
-        sort_keys: bool = False,
-    ) -> str:
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+def _special_tokens(config: dict[str, Any]) -> dict[str, str | dict[str, Any]]:
+    """The named special tokens (bos_token, ...): a string, or a serialized AddedToken (a dict with "content")."""
+    return {name: value for name in SPECIAL_TOKEN_NAMES if isinstance(value := config.get(name), str | dict)}
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
-    try:
-        return env.from_string(template)
-    except jinja2.exceptions.TemplateSyntaxError:
-        return None
+
+def _content(token: str | dict[str, Any]) -> str:
+    return token if isinstance(token, str) else str(token["content"])
+
+
+def _add_missing_special_tokens(
+    rust: Tokenizer, config: dict[str, Any], special: dict[str, str | dict[str, Any]]
+) -> None:
+    """Tokens the config names that tokenizer.json's added tokens lack, added as transformers adds them on load
+    (special, not normalized, unless an AddedToken's own fields say otherwise)."""
+    from tokenizers import AddedToken
+
+    wanted: list[str | dict[str, Any]] = list(special.values())
+    decoder = config.get("added_tokens_decoder")
+    if isinstance(decoder, dict):
+        wanted += [t for _, t in sorted(decoder.items(), key=lambda item: int(item[0])) if isinstance(t, dict)]
+    for key in ("extra_special_tokens", "additional_special_tokens"):
+        extra = config.get(key)
+        if isinstance(extra, list):
+            wanted += [t for t in extra if isinstance(t, str | dict)]
+    present = {t.content for t in rust.get_added_tokens_decoder().values()}
+    for token in wanted:
+        content = _content(token)
+        if content in present:
+            continue
+        present.add(content)
+        if isinstance(token, str):
+            rust.add_special_tokens([AddedToken(content, special=True, normalized=False)])
+            continue
+        fields = {k: bool(v) for k, v in token.items() if k in ("single_word", "lstrip", "rstrip", "normalized")}
+        if token.get("special", True):
+            rust.add_special_tokens([AddedToken(content, special=True, **{"normalized": False, **fields})])
+        else:
+            rust.add_tokens([AddedToken(content, **fields)])
 
 
 def _plain_message(message: dict[str, Any]) -> dict[str, Any]:

@@ -40,6 +40,8 @@ validates every field and names the value and the fix when one is wrong.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry
 
 from gateway.routing.base import Router
@@ -47,6 +49,6 @@ from gateway.routing.config import parse_models_config
 from gateway.routing.router import PrefixRouter
 
 
-def build_router(models_config: dict, *, metrics_registry: CollectorRegistry | None = None) -> Router:
+def build_router(models_config: dict[str, Any], *, metrics_registry: CollectorRegistry | None = None) -> Router:
     """Raises RoutingConfigError (a ValueError) naming the bad value; nothing starts until `await router.start()`."""
     return PrefixRouter(parse_models_config(models_config), metrics_registry)

@@ -25,12 +25,16 @@ class RequestHashes:
         self.chars_per_block = chars_per_block
         self.by_tokens = request.prompt_token_ids is not None
         self._cache: dict[int, list[int]] = {}
-        if self.by_tokens and len(request.block_hashes) == len(request.prompt_token_ids) // block_size:
+        if (
+            request.prompt_token_ids is not None
+            and len(request.block_hashes) == len(request.prompt_token_ids) // block_size
+        ):
             self._cache[block_size] = request.block_hashes
 
     @property
     def prompt_tokens(self) -> int:
         if self.by_tokens:
+            assert self.request.prompt_token_ids is not None  # by_tokens
             return len(self.request.prompt_token_ids)
         return len(self.request.prompt_text)
 
@@ -44,6 +48,7 @@ class RequestHashes:
         if not self.by_tokens:
             return []
         if block_size not in self._cache:
+            assert self.request.prompt_token_ids is not None  # by_tokens
             self._cache[block_size] = block_hashes(self.request.prompt_token_ids, block_size, self.request.cache_salt)
         return self._cache[block_size]
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import httpx
 
 from gateway.routing.prefix_index import PreciseIndex
+from sluicegate.sse import SseReader
 
 logger = logging.getLogger(__name__)
 
@@ -71,27 +72,6 @@ def parse_event(sse_event: str, data: str, sse_id: str | None) -> KvEvent:
     return event
 
 
-async def iter_sse(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str, str | None]]:
-    """(event, data, id) per SSE message; comments and unknown fields are skipped (they are keep-alives)."""
-    event, data, sse_id = "message", [], None
-    async for line in lines:
-        if not line:
-            if data:
-                yield event, "\n".join(data), sse_id
-            event, data, sse_id = "message", [], None
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "event":
-            event = value
-        elif name == "data":
-            data.append(value)
-        elif name == "id":
-            sse_id = value
-
-
 class FeedState:
     """Applies events of one feed connection to the index, checking the sequence."""
 
@@ -102,6 +82,7 @@ class FeedState:
 
     def apply(self, event: KvEvent) -> None:
         if event.kind == SNAPSHOT:
+            assert event.block_size is not None  # parse_event refuses a snapshot without one
             self.index.replace(self.replica, event.block_hashes, event.block_size)
             self.seq = event.seq
             return
@@ -172,8 +153,10 @@ class KvEventsSubscriber:
             if response.status_code != 200:
                 raise FeedResync(f"GET /v1/kv/events answered {response.status_code}")
             self.on_connected(True)
-            async for sse_event, data, sse_id in iter_sse(response.aiter_lines()):
-                event = parse_event(sse_event, data, sse_id)
-                state.apply(event)
-                self.on_event(event.kind)
-                yield event.kind
+            reader = SseReader()
+            async for chunk in response.aiter_bytes():
+                for message in reader.feed(chunk):
+                    event = parse_event(message.event, message.data, message.id)
+                    state.apply(event)
+                    self.on_event(event.kind)
+                    yield event.kind

@@ -7,15 +7,19 @@ is deciding.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from typing import TypeVar, cast
 
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics import MetricWrapperBase
+
+Metric = TypeVar("Metric", bound=MetricWrapperBase)
 _TOKEN_BUCKETS = (0, 16, 64, 256, 1024, 4096, 16384, 65536, 262144)
 
 
 class RoutingMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         registry = registry if registry is not None else CollectorRegistry()
-        self._children: dict[tuple[int, tuple[str, ...]], object] = {}
+        self._children: dict[tuple[int, tuple[str, ...]], MetricWrapperBase] = {}
         self.decisions = Counter(
             "sluicegate_routing_decisions",
             "Requests routed, by chosen replica, policy and what decided (prefix, load, hash, rotation).",
@@ -84,20 +88,32 @@ class RoutingMetrics:
             registry=registry,
         )
 
-    def child(self, metric, *labels: str):
+    def child(self, metric: Metric, *labels: str) -> Metric:
         """metric.labels(*labels), cached: prometheus_client's lookup takes a lock and costs microseconds."""
         key = (id(metric), labels)
         found = self._children.get(key)
         if found is None:
             found = self._children[key] = metric.labels(*labels)
-        return found
+        return cast(Metric, found)
 
     def forget_replica(self, model: str, replica: str) -> None:
         """Drop a removed replica's labelled series so the metrics do not grow with every replica ever seen."""
-        self._children = {k: v for k, v in self._children.items() if k[1][:2] != (model, replica)}
-        for metric in (self.decisions, self.matched_prefix_tokens, self.outcomes, self.kv_events, self.kv_resyncs):
-            for labels in [key for key in metric._metrics if key[:2] == (model, replica)]:
-                metric.remove(*labels)
-        for metric in (self.inflight, self.healthy):
-            if (model, replica) in metric._metrics:
-                metric.remove(model, replica)
+        # Every labelled series is made through `child`, so its cache names them all (no reach into the library).
+        by_id = {id(m): m for m in self._replica_metrics()}
+        gone = [key for key in self._children if key[1][:2] == (model, replica)]
+        for metric_id, labels in gone:
+            del self._children[(metric_id, labels)]
+            if metric_id in by_id:
+                by_id[metric_id].remove(*labels)
+
+    def _replica_metrics(self) -> tuple[MetricWrapperBase, ...]:
+        """The metrics labelled by (model, replica, ...)."""
+        return (
+            self.decisions,
+            self.matched_prefix_tokens,
+            self.outcomes,
+            self.kv_events,
+            self.kv_resyncs,
+            self.inflight,
+            self.healthy,
+        )

@@ -30,7 +30,7 @@ from gateway.routing.config import ModelRoutingConfig, ReplicaConfig
 from gateway.routing.hashing import RequestHashes
 from gateway.routing.history_index import HistoryIndex
 from gateway.routing.kv_events import KvEventsSubscriber
-from gateway.routing.metrics import RoutingMetrics
+from gateway.routing.metrics import Metric, RoutingMetrics
 from gateway.routing.policies import Candidate, PolicyRequest, make_policy
 from gateway.routing.prefix_index import PendingIndex, PreciseIndex, match_prefix
 from gateway.routing.probes import probe_health, scrape_load
@@ -68,7 +68,7 @@ class ModelRouter:
         self.pending = PendingIndex()
         self.history = HistoryIndex(config.index.history_ttl_s, config.index.history_max_blocks)
         self._tickets: dict[int, _Ticket] = {}
-        self._tasks: dict[str, list[asyncio.Task]] = {}
+        self._tasks: dict[str, list[asyncio.Task[None]]] = {}
         self._client: httpx.AsyncClient | None = None
         for replica_config in config.replicas:
             self._add(replica_config)
@@ -78,7 +78,7 @@ class ModelRouter:
     def start(self, client: httpx.AsyncClient) -> None:
         self._client = client
         for name in self.replicas:
-            self._start_tasks(name)
+            self._start_tasks(name, client)
 
     async def close(self) -> None:
         tasks = [task for tasks in self._tasks.values() for task in tasks]
@@ -123,7 +123,7 @@ class ModelRouter:
         """The routed request's first token arrived: its prefill no longer queues ahead of later requests."""
         ticket = self._tickets.get(route.ticket)
         replica = self.replicas.get(ticket.replica) if ticket is not None else None
-        if replica is not None and ticket.before_first_token:
+        if ticket is not None and replica is not None and ticket.before_first_token:
             ticket.before_first_token = False
             replica.load.queued_prefill_tokens -= ticket.uncached_tokens
 
@@ -164,7 +164,7 @@ class ModelRouter:
             )
         replica = self._add(config)
         if self._client is not None:
-            self._start_tasks(config.name)
+            self._start_tasks(config.name, self._client)
         return self._info(replica)
 
     def drain_replica(self, name: str) -> ReplicaInfo:
@@ -270,20 +270,22 @@ class ModelRouter:
     def _info(self, replica: Replica) -> ReplicaInfo:
         return replica.info(self.model, self._indexed_blocks(replica.name))
 
-    def _metric(self, metric, *labels: str):
+    def _metric(self, metric: Metric, *labels: str) -> Metric:
         return self.metrics.child(metric, self.model, *labels)
 
     def _update_health_gauge(self, replica: Replica) -> None:
         self._metric(self.metrics.healthy, replica.name).set(1 if replica.routable() else 0)
 
-    def _start_tasks(self, name: str) -> None:
+    def _start_tasks(self, name: str, client: httpx.AsyncClient) -> None:
         replica = self.replicas[name]
-        tasks = [asyncio.create_task(self._probe_loop(replica), name=f"probe:{self.model}:{name}")]
+        tasks = [asyncio.create_task(self._probe_loop(replica, client), name=f"probe:{self.model}:{name}")]
         if replica.config.kv_events:
-            tasks.append(asyncio.create_task(self._subscriber(replica).run(), name=f"kv-events:{self.model}:{name}"))
+            tasks.append(
+                asyncio.create_task(self._subscriber(replica, client).run(), name=f"kv-events:{self.model}:{name}")
+            )
         self._tasks[name] = tasks
 
-    def _subscriber(self, replica: Replica) -> KvEventsSubscriber:
+    def _subscriber(self, replica: Replica, client: httpx.AsyncClient) -> KvEventsSubscriber:
         def on_connected(connected: bool) -> None:
             replica.kv_feed_connected = connected
 
@@ -291,19 +293,19 @@ class ModelRouter:
             replica.name,
             replica.url,
             self.precise,
-            self._client,
+            client,
             self.config.index.resync_backoff_s,
             on_connected=on_connected,
             on_resync=lambda reason: self._metric(self.metrics.kv_resyncs, replica.name, reason).inc(),
             on_event=lambda kind: self._metric(self.metrics.kv_events, replica.name, kind).inc(),
         )
 
-    async def _probe_loop(self, replica: Replica) -> None:
+    async def _probe_loop(self, replica: Replica, client: httpx.AsyncClient) -> None:
         health = self.config.health
         while True:
             try:
-                ok = await probe_health(self._client, replica.url, health.timeout_s)
-                load = await scrape_load(self._client, replica.url, health.timeout_s) if ok else None
+                ok = await probe_health(client, replica.url, health.timeout_s)
+                load = await scrape_load(client, replica.url, health.timeout_s) if ok else None
             except Exception:  # a probe must never end the loop: count it as a failed probe and go on
                 logger.exception("probing %s failed", replica.url)
                 ok, load = False, None

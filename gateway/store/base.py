@@ -123,21 +123,12 @@ class Settlement:
     local buckets while Redis was down, sent to Redis later to count its usage and budget spend."""
 
 
-class Store(Protocol):
-    async def start(self) -> None: ...
-
-    async def close(self) -> None: ...
-
-    # request path
-    async def get_key(self, digest: str) -> ApiKey | None: ...
+class AdminStore(Protocol):
+    """The records: what the admin API and the tenants seed use. Every store has them, the request path's
+    ResilientStore and LocalStore too (whose admit() and settle() take more than Store's)."""
 
     async def get_tenant(self, tenant_id: str) -> Tenant | None: ...
 
-    async def admit(self, request: AdmitRequest) -> Admission: ...
-
-    async def settle(self, settlement: Settlement) -> None: ...
-
-    # admin
     async def put_tenant(self, tenant: Tenant) -> Tenant:
         """Create or replace; bumps tenant.gen so every gateway refreshes its cached copy on its next request."""
 
@@ -169,3 +160,18 @@ class Store(Protocol):
 
     async def usage(self, tenant_id: str, days: list[str]) -> dict[str, dict[str, int]]:
         """day -> {"requests", "input_tokens", "output_tokens", "model:<m>:<field>", "key:<id>:<field>"}."""
+
+
+class Store(AdminStore, Protocol):
+    """A store that decides admissions itself (RedisStore, MemoryStore, LocalStore): the one an Admission names."""
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    # request path
+    async def get_key(self, digest: str) -> ApiKey | None: ...
+
+    async def admit(self, request: AdmitRequest) -> Admission: ...
+
+    async def settle(self, settlement: Settlement) -> None: ...

@@ -24,8 +24,8 @@ class MemoryStore:
         self._keys: dict[str, ApiKey] = {}  # digest -> key
         self._buckets: dict[tuple[str, str], list[float]] = {}  # (scope, bucket) -> [level, t_ms]
         self._inflight: dict[str, dict[str, int]] = defaultdict(dict)  # tenant -> request id -> lease end ms
-        self._spent: dict[str, Counter] = defaultdict(Counter)  # tenant -> {"d:<day>" | "m:<month>": tokens}
-        self._usage: dict[tuple[str, str], Counter] = defaultdict(Counter)  # (tenant, day) -> fields
+        self._spent: dict[str, Counter[str]] = defaultdict(Counter)  # tenant -> {"d:<day>" | "m:<month>": tokens}
+        self._usage: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)  # (tenant, day) -> fields
 
     async def start(self) -> None:
         pass
@@ -98,9 +98,9 @@ class MemoryStore:
             denied.headroom = _headroom(tenant, len(inflight), spent["d:" + day], spent["m:" + month], levels[:3])
             return denied
 
-        for (scope, name, _limit, need), level in zip(specs, levels):
-            if level is not None:
-                self._buckets[(scope, name)] = [level - need, now]
+        for (scope, name, _limit, need), taken_from in zip(specs, levels):
+            if taken_from is not None:
+                self._buckets[(scope, name)] = [taken_from - need, now]
         inflight[request.request_id] = now + int(request.lease_s * 1000)
         spent["d:" + day] += total
         spent["m:" + month] += total
@@ -225,7 +225,7 @@ class MemoryStore:
         return {day: dict(self._usage[(tenant_id, day)]) for day in days if (tenant_id, day) in self._usage}
 
 
-def _count_usage(counter: Counter, s: Settlement) -> None:
+def _count_usage(counter: Counter[str], s: Settlement) -> None:
     key_id = key_id_of(s.digest)
     for prefix in ("", f"model:{s.model}:", f"key:{key_id}:"):
         counter[prefix + "requests"] += 1
@@ -233,7 +233,7 @@ def _count_usage(counter: Counter, s: Settlement) -> None:
         counter[prefix + "output_tokens"] += s.actual_out
 
 
-def _views(specs, levels, taken: bool) -> dict[str, BucketView]:
+def _views(specs: list[tuple[str, str, int, int]], levels: list[float | None], taken: bool) -> dict[str, BucketView]:
     """Per bucket kind, the tighter of tenant and key: smallest limit, least remaining, latest reset."""
     views: dict[str, BucketView] = {}
     for (_scope, name, limit, need), level in zip(specs, levels):
@@ -252,7 +252,7 @@ def _views(specs, levels, taken: bool) -> dict[str, BucketView]:
 
 
 def _headroom(
-    tenant, running: int, spent_day: int, spent_month: int, bucket_levels: list[float | None]
+    tenant: Tenant, running: int, spent_day: int, spent_month: int, bucket_levels: list[float | None]
 ) -> dict[str, tuple[int, int]]:
     """What is left of the tenant-wide limits it has (admit.lua reports the same): concurrency, budgets, and the
     levels of the tenant's own buckets (None where it has no such limit)."""
@@ -261,7 +261,7 @@ def _headroom(
         (tenant.max_concurrent, tenant.daily_tokens, tenant.monthly_tokens),
         (running, spent_day, spent_month),
     )
-    out = {name: (limit, limit - used) for name, limit, used in pairs if limit > 0}
+    out: dict[str, tuple[int, int]] = {name: (limit, limit - used) for name, limit, used in pairs if limit > 0}
     for name, limit_name, level in zip(base.BUCKETS, ("rpm", "input_tpm", "output_tpm"), bucket_levels):
         if level is not None:
             out[name] = (getattr(tenant, limit_name), math.floor(level))

@@ -21,7 +21,9 @@ unavailable Redis means.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
@@ -48,7 +50,7 @@ _HERE = Path(__file__).parent
 
 
 class _Script:
-    def __init__(self, filename: str):
+    def __init__(self, filename: str) -> None:
         self.source = (_HERE / filename).read_text()
         self.sha = hashlib.sha1(self.source.encode()).hexdigest()
 
@@ -62,7 +64,7 @@ RETIRE_KEY = _Script("retire_key.lua")
 
 
 class RedisStore:
-    def __init__(self, url: str, key_prefix: str = "sg:", socket_timeout_s: float = 0.1):
+    def __init__(self, url: str, key_prefix: str = "sg:", socket_timeout_s: float = 0.1) -> None:
         self._redis = aioredis.Redis.from_url(
             url,
             decode_responses=True,
@@ -89,22 +91,25 @@ class RedisStore:
         self._fast.close()
         await self._redis.aclose()
 
-    async def _call(self, fn, *args):
+    async def _call(self, fn: Callable[..., Any], *args: object) -> Any:
+        """`fn` is a redis-py command, pipeline or script: its reply's type is the command's (redis-py types
+        them loosely, sync and async together)."""
         try:
             return await fn(*args)
         except (RedisError, OSError, TimeoutError) as exc:
             raise StoreUnavailable(f"redis: {exc!r}") from exc
 
-    async def _script(self, script: _Script, command: PreparedCommand, args: list) -> list:
+    async def _script(self, script: _Script, command: PreparedCommand, args: list[object]) -> list[Any]:
+        """Both hot-path scripts return an array."""
         try:
-            return await self._fast.call_prepared(command, *args)
+            return cast(list[Any], await self._fast.call_prepared(command, *args))
         except RespError as exc:
             if not str(exc).startswith("NOSCRIPT"):
                 raise StoreRejected(f"redis: {exc}") from exc
         # Redis restarted or was flushed: load the script again (EVALSHA, reload on NOSCRIPT).
         try:
             await self._fast.call("SCRIPT", "LOAD", script.source)
-            return await self._fast.call_prepared(command, *args)
+            return cast(list[Any], await self._fast.call_prepared(command, *args))
         except RespError as exc:
             raise StoreRejected(f"redis: {exc}") from exc
 
@@ -140,7 +145,7 @@ class RedisStore:
     async def admit(self, request: AdmitRequest) -> Admission:
         command = self._admit_command(request.tenant_id, request.digest)
         reserve = -1 if request.max_tokens is None else request.max_tokens
-        args = [
+        args: list[object] = [
             request.model,
             request.prompt_tokens,
             reserve,
@@ -161,7 +166,7 @@ class RedisStore:
         return admission
 
     async def settle(self, s: Settlement) -> None:
-        args = [
+        args: list[object] = [
             s.request_id,
             s.reserved_in,
             s.reserved_out,
@@ -207,7 +212,7 @@ class RedisStore:
         fields = tenant_to_hash(tenant)
         del fields["gen"]
         async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.hset(t + "tenant", mapping=fields)
+            pipe.hset(t + "tenant", mapping=fields)  # type: ignore[arg-type]  # redis stubs: Mapping's key is invariant
             pipe.hincrby(t + "tenant", "gen", 1)
             pipe.sadd(self._p + "tenants", tenant.id)
             _, gen, _ = await self._call(pipe.execute)
@@ -269,7 +274,7 @@ class RedisStore:
     async def put_key(self, key: ApiKey) -> None:
         t = self._t(key.tenant_id)
         async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.hset(t + "key:" + key.digest, mapping=key_to_hash(key))
+            pipe.hset(t + "key:" + key.digest, mapping=key_to_hash(key))  # type: ignore[arg-type]  # as in put_tenant
             pipe.sadd(t + "keys", key.digest)
             pipe.hset(self._p + "keyidx", key.digest, key.tenant_id)
             await self._call(pipe.execute)
@@ -282,7 +287,7 @@ class RedisStore:
 
     async def usage(self, tenant_id: str, days: list[str]) -> dict[str, dict[str, int]]:
         t = self._t(tenant_id)
-        out = {}
+        out: dict[str, dict[str, int]] = {}
         for day in days:
             raw = await self._call(self._redis.hgetall, t + "usage:" + day)
             if raw:

@@ -21,6 +21,8 @@ import dataclasses
 import logging
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from gateway.admin.tenants import ApiKey, Tenant
 from gateway.config import FAIL_OPEN
@@ -45,12 +47,13 @@ MAX_PENDING_SETTLEMENTS = 100_000
 _SCALED_LIMITS = ("rpm", "input_tpm", "output_tpm", "max_concurrent", "daily_tokens", "monthly_tokens")
 _BUDGETS = ("daily_tokens", "monthly_tokens")
 MAX_TRACKED_TENANTS = 100_000
+T = TypeVar("T")
 
 
 class ResilientStore:
     def __init__(
         self, redis: RedisStore, failure_mode: str, retry_interval_s: float, num_instances: int, metrics: GatewayMetrics
-    ):
+    ) -> None:
         self.primary = redis
         self.local = MemoryStore()
         self._fail_open = failure_mode == FAIL_OPEN
@@ -65,7 +68,7 @@ class ResilientStore:
         self._budgets_left: dict[str, tuple[str, str, dict[str, int]]] = {}
         self._budgets_seeded: set[str] = set()  # tenants whose local budgets were set from that since Redis went down
         self._pending: deque[Settlement] = deque(maxlen=MAX_PENDING_SETTLEMENTS)
-        self._replay: asyncio.Task | None = None
+        self._replay: asyncio.Task[None] | None = None
         metrics.redis_up.set(1)
 
     async def start(self) -> None:
@@ -101,7 +104,7 @@ class ResilientStore:
     def _should_try(self) -> bool:
         return self._down_until == 0.0 or time.monotonic() >= self._down_until
 
-    async def _primary(self, op: str, fn, *args):
+    async def _primary(self, op: str, fn: Callable[..., Awaitable[T]], *args: object) -> T:
         """Run a read on Redis; StoreUnavailable at once while it is marked down."""
         if not self._should_try():
             raise StoreUnavailable("redis marked down")
@@ -141,7 +144,7 @@ class ResilientStore:
         admission.store, admission.fallback = self.local, True
         return admission
 
-    async def settle(self, settlement: Settlement, store) -> None:
+    async def settle(self, settlement: Settlement, store: object) -> None:
         if store is self.local:
             await self.local.settle(settlement)
             # Redis never saw this request: its usage and budget spend go there too, now or once it is back.

@@ -13,14 +13,26 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections import deque
+from collections.abc import Iterable, Sequence
+from types import ModuleType
+from typing import Any, Protocol, cast
 from urllib.parse import unquote, urlparse
 
 from gateway.store.base import StoreReplyLost, StoreUnavailable
 
-try:  # C parser when installed (redis-py's optional speedup); the pure-Python one below otherwise
-    import hiredis
-except ImportError:  # pragma: no cover - depends on the environment
-    hiredis = None
+Reply = Any
+"""A decoded RESP2 reply: str | int | None | list of replies (an error reply is raised as RespError)."""
+
+
+def _load_hiredis() -> ModuleType | None:
+    try:  # C parser when installed (redis-py's optional speedup); the pure-Python one below otherwise
+        import hiredis
+    except ImportError:  # pragma: no cover - depends on the environment
+        return None
+    return hiredis
+
+
+hiredis = _load_hiredis()
 
 
 class RespError(Exception):
@@ -30,23 +42,30 @@ class RespError(Exception):
 _INCOMPLETE = object()
 
 
+class _Reader(Protocol):
+    def feed(self, data: bytes) -> None: ...
+
+    def gets(self) -> Reply:
+        """The next complete reply, or False when none is complete yet."""
+
+
 class _PyReader:
     """RESP2 replies: + - : $ *  (bulk strings decoded as UTF-8)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._buf = bytearray()
 
     def feed(self, data: bytes) -> None:
         self._buf += data
 
-    def gets(self):
+    def gets(self) -> Reply:
         reply, end = self._parse(0)
         if reply is _INCOMPLETE:
             return False
         del self._buf[:end]
         return reply
 
-    def _parse(self, pos: int):
+    def _parse(self, pos: int) -> tuple[Reply, int]:
         buf = self._buf
         line_end = buf.find(b"\r\n", pos)
         if line_end < 0:
@@ -69,7 +88,7 @@ class _PyReader:
             count = int(line)
             if count < 0:
                 return None, pos
-            items = []
+            items: list[Reply] = []
             for _ in range(count):
                 item, pos = self._parse(pos)
                 if item is _INCOMPLETE:
@@ -79,13 +98,14 @@ class _PyReader:
         raise StoreUnavailable(f"redis: unexpected reply type {kind!r}")
 
 
-def _reader():
+def _reader() -> _Reader:
     if hiredis is not None:
-        return hiredis.Reader(replyError=RespError, encoding="utf-8")
+        reader: _Reader = hiredis.Reader(replyError=RespError, encoding="utf-8")
+        return reader
     return _PyReader()
 
 
-def encode_args(args) -> bytes:
+def encode_args(args: Iterable[object]) -> bytes:
     """RESP bulk strings, without the array header (so a constant head can be encoded once and reused)."""
     parts = []
     for arg in args:
@@ -95,30 +115,30 @@ def encode_args(args) -> bytes:
     return b"".join(parts)
 
 
-def encode_command(args) -> bytes:
+def encode_command(args: Sequence[object]) -> bytes:
     return b"*%d\r\n" % len(args) + encode_args(args)
 
 
 class PreparedCommand:
     """A command whose leading arguments never change (EVALSHA sha numkeys KEYS...): encoded once."""
 
-    def __init__(self, *head):
+    def __init__(self, *head: object) -> None:
         self.count = len(head)
         self.head = encode_args(head)
 
-    def encode(self, args) -> bytes:
+    def encode(self, args: Sequence[object]) -> bytes:
         return b"*%d\r\n" % (self.count + len(args)) + self.head + encode_args(args)
 
 
 class _Connection(asyncio.Protocol):
-    def __init__(self):
+    def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
-        self.pending: deque[asyncio.Future] = deque()
+        self.pending: deque[asyncio.Future[Reply]] = deque()
         self.reader = _reader()
         self.closed = False
 
-    def connection_made(self, transport) -> None:
-        self.transport = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # a stream connection (create_connection)
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             # Pipelined small writes: without this, Nagle holds a command until the previous reply's ACK.
@@ -134,7 +154,7 @@ class _Connection(asyncio.Protocol):
             if not future.done():
                 future.set_result(reply)
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         self.fail(StoreUnavailable(f"redis: connection lost ({exc!r})"))
 
     def fail(self, error: Exception) -> None:
@@ -148,7 +168,7 @@ class _Connection(asyncio.Protocol):
 
 
 class RespClient:
-    def __init__(self, url: str, timeout_s: float):
+    def __init__(self, url: str, timeout_s: float) -> None:
         parsed = urlparse(url)
         self._host = parsed.hostname or "127.0.0.1"
         self._port = parsed.port or 6379
@@ -157,19 +177,20 @@ class RespClient:
         self._username = unquote(parsed.username) if parsed.username else None
         self._timeout_s = timeout_s
         self._conn: _Connection | None = None
-        self._connecting: asyncio.Future | None = None
+        self._connecting: asyncio.Future[_Connection] | None = None
 
-    async def call(self, *args):
+    async def call(self, *args: object) -> Reply:
         return await self.send(encode_command(args))
 
-    async def call_prepared(self, command: PreparedCommand, *args):
+    async def call_prepared(self, command: PreparedCommand, *args: object) -> Reply:
         return await self.send(command.encode(args))
 
-    async def send(self, payload: bytes):
+    async def send(self, payload: bytes) -> Reply:
         conn = self._conn if self._conn is not None and not self._conn.closed else await self._connect()
         loop = asyncio.get_running_loop()
-        future = loop.create_future()
+        future: asyncio.Future[Reply] = loop.create_future()
         conn.pending.append(future)
+        assert conn.transport is not None  # set by connection_made before create_connection returns
         conn.transport.write(payload)
         deadline = loop.call_later(self._timeout_s, _expire, conn, future, self._timeout_s)
         try:
@@ -200,22 +221,23 @@ class RespClient:
         finally:
             self._connecting = None
 
-    async def _open(self, loop) -> _Connection:
+    async def _open(self, loop: asyncio.AbstractEventLoop) -> _Connection:
         try:
             _, conn = await asyncio.wait_for(
                 loop.create_connection(_Connection, self._host, self._port), self._timeout_s
             )
         except (TimeoutError, OSError) as exc:
             raise StoreUnavailable(f"redis: cannot connect to {self._host}:{self._port} ({exc!r})") from None
-        setup = []
+        setup: list[tuple[object, ...]] = []
         if self._password:
             setup.append(("AUTH", self._username, self._password) if self._username else ("AUTH", self._password))
         if self._db:
             setup.append(("SELECT", self._db))
         self._conn = conn
         for command in setup:
-            future = loop.create_future()
+            future: asyncio.Future[Reply] = loop.create_future()
             conn.pending.append(future)
+            assert conn.transport is not None  # set by connection_made before create_connection returns
             conn.transport.write(encode_command(command))
             try:
                 reply = await asyncio.wait_for(future, self._timeout_s)
@@ -233,7 +255,7 @@ class RespClient:
             self._conn = None
 
 
-def _expire(conn: _Connection, future: asyncio.Future, timeout_s: float) -> None:
+def _expire(conn: _Connection, future: asyncio.Future[Reply], timeout_s: float) -> None:
     # Replies are matched by order, so a reply that never came poisons the connection: drop it.
     if not future.done():
         conn.fail(StoreUnavailable(f"redis: no reply within {timeout_s}s"))

@@ -75,7 +75,9 @@ def test_two_gateways_share_the_limit(fake, tokenizer_dir, tmp_path, clean_redis
             {"tenants": [{"id": "busy", "output_tpm": OUTPUT_TPM, "rpm": 100_000, "keys": [{"name": "k", "key": KEY}]}]}
         )
     )
-    config = gateway_config([fake.url], tokenizer_dir, REDIS_URL, prefix=prefix, tenants_seed=str(seed))
+    # A 100 ms Redis timeout turns a busy CI box's scheduling stall into a 503; this test is about exact limits.
+    slow_box = {"socket_timeout_s": 2.0}
+    config = gateway_config([fake.url], tokenizer_dir, REDIS_URL, prefix=prefix, tenants_seed=str(seed), redis=slow_box)
     config_path = tmp_path / "gateway.yaml"
     config_path.write_text(yaml.safe_dump(config))
     ports = [free_port(), free_port()]

@@ -1,5 +1,5 @@
 """The gateway imports without torch (docs/architecture.md): checked in a fresh interpreter, including the tokenizer
-loading path, which goes through transformers' tokenizers backend and not AutoTokenizer (which imports torch)."""
+loading path, which reads tokenizer.json with the tokenizers library and renders chat templates with jinja2."""
 
 from __future__ import annotations
 

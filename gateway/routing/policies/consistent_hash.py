@@ -11,7 +11,7 @@ neighbours instead of overloading its owner.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import xxhash
 
@@ -59,7 +59,7 @@ class ConsistentHashPolicy:
         # Re-mixed: block hashes are uniform already, but ids from other sources (trace replays) need not be.
         return xxhash.xxh3_64_intdigest(key.to_bytes(8, "little", signed=False))
 
-    def _ensure_ring(self, names) -> None:
+    def _ensure_ring(self, names: Collection[str]) -> None:
         """The ring holds every candidate (skipping a replica's points is the same as a ring without it), so it is
         rebuilt only when a replica it lacks appears, not each time the candidate set shrinks and grows back."""
         if self._ring_names.issuperset(names):

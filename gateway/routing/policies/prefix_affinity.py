@@ -83,13 +83,14 @@ class PrefixAffinityPolicy:
     def choose(self, request: PolicyRequest, candidates: Sequence[Candidate]) -> Choice:
         self._turn += 1
         n = len(candidates)
-        best: tuple | None = None
+        best: tuple[tuple[float, int, int], int, int, float] | None = None
         for i in within_cap(candidates, self.max_load_ratio, self.max_load_slack_requests):
             saved = min(candidates[i].matched_blocks * request.block_size, request.prompt_tokens)
             load = self.load_tokens(candidates[i])
             rank = (saved - self.load_weight * load, -candidates[i].load.inflight_requests, -((i - self._turn) % n))
             if best is None or rank > best[0]:
                 best = (rank, i, saved, load)
+        assert best is not None  # within_cap yields at least one candidate
         _, index, saved, load = best
         return Choice(index=index, reason="prefix" if saved > 0 else "load", saved_tokens=saved, load_tokens=load)
 

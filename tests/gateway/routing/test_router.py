@@ -226,6 +226,8 @@ async def test_removal_waits_for_in_flight_requests(fake_replicas):
         router.release(in_flight[1], OK)  # a double release is harmless
         gone = {"model": "m", "replica": "r0"}
         assert registry.get_sample_value("sluicegate_routing_inflight_requests", gone) is None
+        left = [s.name for m in registry.collect() for s in m.samples if s.labels.get("replica") == "r0"]
+        assert left == []  # every series labelled with the removed replica is gone, counters included
         assert router.remove_replica("m", "r1").state == "removing"
         assert router.models() == ["m"]
         router.release(moved, OK)
