@@ -17,7 +17,7 @@ import heapq
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from bench.sim.kv import BLOCK_TOKENS
+from bench.sim.kv import BLOCK_TOKENS, leading_blocks
 from bench.sim.profiles import StepProfile
 from bench.traces import TraceRequest
 
@@ -32,11 +32,7 @@ def ceiling_hit_rate(requests: Sequence[TraceRequest]) -> float:
     seen: set[int] = set()
     hits = total = 0
     for request in requests:
-        depth = 0
-        for block_id in request.block_hashes:
-            if block_id not in seen:
-                break
-            depth += 1
+        depth = leading_blocks(request.block_hashes, seen)
         hits += _hit_tokens(request, depth)
         total += request.prompt_tokens
         seen.update(request.block_hashes)
@@ -48,11 +44,7 @@ def ttft_floor_s(requests: Sequence[TraceRequest], profile: StepProfile) -> list
     seen: set[int] = set()
     floors = []
     for request in requests:
-        depth = 0
-        for block_id in request.block_hashes:
-            if block_id not in seen:
-                break
-            depth += 1
+        depth = leading_blocks(request.block_hashes, seen)
         seen.update(request.block_hashes)
         done = min(depth * BLOCK_TOKENS, request.prompt_tokens - 1)
         seconds = 0.0
@@ -68,11 +60,7 @@ def pooled_lru_hit_rate(requests: Sequence[TraceRequest], capacity_blocks: int) 
     cache: OrderedDict[int, None] = OrderedDict()
     hits = total = 0
     for request in requests:
-        depth = 0
-        for block_id in request.block_hashes:
-            if block_id not in cache:
-                break
-            depth += 1
+        depth = leading_blocks(request.block_hashes, cache)
         hits += _hit_tokens(request, depth)
         total += request.prompt_tokens
         for block_id in reversed(request.block_hashes):
@@ -97,11 +85,7 @@ def pooled_opt_hit_rate(requests: Sequence[TraceRequest], capacity_blocks: int) 
     furthest: list[tuple[float, int]] = []  # max-heap by next use (negated), stale entries skipped
     hits = total = 0
     for i, request in enumerate(requests):
-        depth = 0
-        for block_id in request.block_hashes:
-            if block_id not in cached:
-                break
-            depth += 1
+        depth = leading_blocks(request.block_hashes, cached)
         hits += _hit_tokens(request, depth)
         total += request.prompt_tokens
         for block_id, use in zip(request.block_hashes, next_use[i]):

@@ -21,7 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from bench.sim.kv import BLOCK_TOKENS
+from bench.sim.kv import BLOCK_TOKENS, leading_blocks
 from bench.sim.profiles import StepProfile
 from bench.sim.replica import SimReplica, SimRequest
 from bench.traces import TraceRequest
@@ -85,12 +85,7 @@ class _RouterView:
         self.pending: dict[int, int] = {}  # block id -> requests in flight to the replica with it
 
     def pending_blocks(self, hashes: Sequence[int]) -> int:
-        depth = 0
-        for block_id in hashes:
-            if block_id not in self.pending:
-                break
-            depth += 1
-        return depth
+        return leading_blocks(hashes, self.pending)
 
 
 def simulate(

@@ -10,9 +10,19 @@ as in the engine. Decode tokens are private to their request and freed when it e
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 
 BLOCK_TOKENS = 512
+
+
+def leading_blocks(hashes: Sequence[int], held: Container[int]) -> int:
+    """How many blocks of a hash chain, from its start, `held` holds: the cached prefix, in blocks."""
+    depth = 0
+    for block_id in hashes:
+        if block_id not in held:
+            break
+        depth += 1
+    return depth
 
 
 class ReplicaKv:
@@ -33,13 +43,7 @@ class ReplicaKv:
         return self.capacity_tokens - self.used_tokens() + BLOCK_TOKENS * len(self.lru)
 
     def matched_blocks(self, hashes: Sequence[int]) -> int:
-        depth = 0
-        refs = self.refs
-        for block_id in hashes:
-            if block_id not in refs:
-                break
-            depth += 1
-        return depth
+        return leading_blocks(hashes, self.refs)
 
     def make_room(self, tokens: int) -> bool:
         """Evict LRU blocks until `tokens` fit; False (nothing evicted beyond need) when they cannot."""
