@@ -4,6 +4,7 @@ admin API, with every error, unknown paths included, in OpenAI's format."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 from collections.abc import AsyncIterator
 
@@ -60,9 +61,26 @@ def _model(name: str) -> dict[str, str | int]:
     return {"id": name, "object": "model", "created": 0, "owned_by": "sluicegate"}
 
 
+GC_YOUNG_THRESHOLD = 20_000
+"""Allocations between young-generation collections (Python's default: 700). A request allocates a few hundred
+objects that reference counting frees; at 700 the collector ran about twice a request and took ~9% of the gateway's
+CPU under load (gc.callbacks, `sluicegate bench gateway`) to find almost nothing."""
+
+
+def quiet_collector() -> None:
+    """Start-up state (config, tokenizers, compiled templates, routing tables) lives as long as the process: frozen
+    out of the collector's sight so no full collection rescans it, and young collections run far less often."""
+    gc.collect()
+    gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
+
+
 def build_app(
-    config: GatewayConfig, hooks: RequestHooks | None = None, router: Router | None = None
+    config: GatewayConfig, hooks: RequestHooks | None = None, router: Router | None = None, owns_process: bool = False
 ) -> TracingMiddleware:
+    """`owns_process`: the app is the process's server (the CLI), so it may tune the garbage collector at start-up;
+    an app built inside another program (tests, an embedding service) leaves the collector alone."""
     gw = Gateway(config, hooks, router)
 
     async def allowed_models(request: Request) -> list[str]:
@@ -105,6 +123,8 @@ def build_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await gw.start()
+        if owns_process:
+            quiet_collector()
         try:
             yield
         finally:

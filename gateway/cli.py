@@ -27,7 +27,10 @@ def _app_factory() -> TracingMiddleware:
 
     config = load_config(os.environ["SLUICEGATE_GATEWAY_CONFIG"])
     workers = int(os.environ.get("SLUICEGATE_GATEWAY_WORKERS", "1"))
-    return build_app(config.model_copy(update={"num_instances": config.num_instances * workers, "workers": workers}))
+    return build_app(
+        config.model_copy(update={"num_instances": config.num_instances * workers, "workers": workers}),
+        owns_process=True,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     from gateway.app import build_app
 
     try:
-        app = build_app(config)
+        app = build_app(config, owns_process=True)
     except ValueError as exc:
         print(f"sluicegate gateway: {exc}", file=sys.stderr)
         return 2

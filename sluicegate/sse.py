@@ -80,6 +80,8 @@ def split_events(events: bytes) -> list[bytes]:
 def event_data(event: bytes) -> bytes | None:
     """One event's data (its `data` lines' values joined with LF), None when it has no `data` line. Faster than
     `parse_event` where only the payload matters (OpenAI streams)."""
+    if event.startswith(b"data: ") and b"\n" not in event:  # OpenAI's every event: one `data: ` line
+        return event[6:]
     if b"\ndata" not in event and not event.startswith(b"data"):
         return None
     values = [_value(line, 4) for line in event.split(b"\n") if line.startswith(b"data") and _is_field(line, 4)]

@@ -37,7 +37,7 @@ class StreamScanner:
         if _USAGE_MARKERS[0] in events or _USAGE_MARKERS[1] in events:
             events = self._take_usage(events)
         if DONE_DATA in events and not self.saw_done:  # once a stream, at its end: confirmed by the parser
-            self.saw_done = any(event_data(event) == DONE_DATA for event in split_events(events))
+            self.saw_done = any(event_data(e) == DONE_DATA for e in split_events(events) if DONE_DATA in e)
         if events:
             self._raw.append(events)
             self._raw_bytes += len(events)
@@ -56,20 +56,24 @@ class StreamScanner:
             self._raw, self._raw_bytes = [], 0
 
     def _take_usage(self, events: bytes) -> bytes:
+        """Reads the usage event among `events`; returns them without it when the client did not ask for usage."""
+        dropped = False
         kept = []
         for event in split_events(events):
-            payload = event_data(event)
-            if payload is not None and (_USAGE_MARKERS[0] in payload or _USAGE_MARKERS[1] in payload):
+            # only the event that names usage is parsed: the others pass as they came
+            if _USAGE_MARKERS[0] in event or _USAGE_MARKERS[1] in event:
+                payload = event_data(event)
                 try:
-                    obj = json.loads(payload)
+                    obj = json.loads(payload) if payload is not None else None
                 except ValueError:
                     obj = None
                 if isinstance(obj, dict) and isinstance(obj.get("usage"), dict):
                     self.usage = obj["usage"]
                     if self._strip_usage and not obj.get("choices"):
+                        dropped = True
                         continue
-            kept.append(event + b"\n\n")
-        return b"".join(kept)
+            kept.append(event)
+        return b"".join(event + b"\n\n" for event in kept) if dropped else events
 
 
 def _events_text(events: bytes) -> str:
