@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install run test clean
+.PHONY: install browser run test clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -16,10 +16,21 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
+# The admin console's browser tests (tests/gateway/admin_console/) drive Debian's chromium through chromedriver:
+# needed by `make test` only, so `make run` works without it.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; \
+	else \
+	  echo "make: the admin console's browser tests need chromium and chromedriver; as root run:" >&2; \
+	  echo "  apt-get install -y chromium chromium-driver" >&2; exit 1; \
+	fi
+
 run: install
 	$(VENV)/bin/sluicegate up
 
-test: install
+test: install browser
 	$(PY) -m pytest -q -x -p no:cacheprovider
 
 clean:

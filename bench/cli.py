@@ -11,6 +11,7 @@ BENCHMARKS = {
     "gateway": "gateway overhead vs a bare pass-through and LiteLLM",
     "routing": "routing policies on Mooncake trace replay, and end to end across real replicas",
     "guardrails": "PII precision/recall/latency and prompt-injection detection quality",
+    "console": "admin console page latency with 1,000 tenants",
 }
 
 

@@ -2,7 +2,7 @@
 
 Each cell (trace x utilisation x replica count) replays the trace `--replays` times, each replay without a seeded
 random `--drop-fraction` of its requests, through every policy on a cluster of simulated replicas that batch like
-our engine (bench/sim: step-time profile, token budget, chunked prefill, shared KV with an LRU prefix cache,
+our engine (bench/sim: step-time profile, token budget, chunked prefill, shared KV with a prefix cache evicting by `--prefix-eviction`,
 preemption). Arrivals keep the trace's timestamps, scaled so the work offered (with no cache hits) is the target
 utilisation of the cluster. The cluster's cache is `--cache-fraction` of the trace's distinct blocks, split evenly.
 
@@ -46,6 +46,7 @@ from bench.sim.kv import BLOCK_TOKENS
 from bench.sim.profiles import PROFILES
 from bench.sim.stats import mean_ci95, percentile, t95
 from bench.traces import DEFAULT_TRACES, TraceRequest, load_mooncake_trace
+from engine.prefix_eviction import PrefixEviction
 from gateway.routing.config import PolicyConfig
 from gateway.routing.history_index import HistoryIndex
 from gateway.routing.policies import make_policy
@@ -74,6 +75,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--replays", type=int, default=5, help="replays per cell, each with a seeded drop")
     parser.add_argument("--drop-fraction", type=float, default=0.1, help="requests each replay leaves out")
     parser.add_argument("--cache-fraction", type=float, default=0.2, help="cluster cache / distinct trace blocks")
+    parser.add_argument(
+        "--prefix-eviction",
+        default=PrefixEviction.GDSF.value,
+        choices=[e.value for e in PrefixEviction],
+        help="the replicas' prefix-cache eviction (the engine's --prefix-eviction)",
+    )
     parser.add_argument("--profile", default="h100-llama3-8b", choices=sorted(PROFILES), help="step-time profile")
     parser.add_argument("--limit", type=int, default=None, help="replay only the first N requests of each trace")
     parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated subset of the policies")
@@ -139,7 +146,8 @@ def run_cell(requests: list[TraceRequest], trace: str, utilisation: float, num_r
         # A replica always fits two of the largest requests, however small the fraction (smoke runs).
         largest = max(r.prompt_tokens + r.output_tokens for r in replay)
         capacity = max(cluster_blocks * BLOCK_TOKENS // num_replicas, 2 * (largest + BLOCK_TOKENS))
-        spec = ClusterSpec(profile, num_replicas, capacity, time_scale(replay, profile, num_replicas, utilisation))
+        scale = time_scale(replay, profile, num_replicas, utilisation)
+        spec = ClusterSpec(profile, num_replicas, capacity, scale, PrefixEviction(args.prefix_eviction))
         for name in policies:
             policy, index, history = _make(name, cluster_blocks, seed)
             per_policy[name].append(_summary(simulate(replay, spec, policy, index, history, name)))
@@ -230,7 +238,8 @@ def _fmt(cell: dict) -> str:
 
 def _print_cells(cells: list[dict], args) -> None:
     print(
-        f"Routing simulation: profile {args.profile}, cache fraction {args.cache_fraction}, {args.replays} replays "
+        f"Routing simulation: profile {args.profile}, cache fraction {args.cache_fraction}, prefix eviction "
+        f"{args.prefix_eviction}, {args.replays} replays "
         f"(each without {args.drop_fraction:.0%} of requests); mean ± 95% CI half-width over replays"
     )
     for cell in cells:

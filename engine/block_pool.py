@@ -1,20 +1,24 @@
-"""The KV block pool: O(1) allocate and free with refcounts, and the prefix cache's hash -> block map.
+"""The KV block pool: allocate and free with refcounts, and the prefix cache's hash -> block map.
 
 Eviction order
 --------------
-Blocks whose refcount drops to 0 go to the *tail* of the free queue but keep their hash, so a later request with
-the same prefix can take them back (a "hit" removes the block from the middle of the queue: hence a doubly linked
-list, O(1) removal, instead of a deque). Allocation pops from the *head*, evicting the least recently freed block
-first. Callers free a sequence's blocks tail-first, so a chain's tail is evicted before its head and the shared
-head of many prompts survives longest.
+Blocks whose refcount drops to 0 are free but keep their hash, so a later request with the same prefix can take
+them back (a "hit" revives the block). Free blocks with no cached content sit in a queue and are taken first:
+using them loses nothing. Only when none is left does an allocation evict a cached block, the one the eviction
+policy names (engine/prefix_eviction.py, `EngineConfig.prefix_eviction`): `gdsf` (the default) keeps blocks many
+requests used over blocks one prompt used, ageing them as others are evicted; `lru` evicts the least recently freed.
+Callers free a sequence's blocks tail-first, so a chain's tail is evicted before its head and the shared head of
+many prompts survives longest. Every operation is O(1) (lru) or O(log n) (gdsf).
 
-    head -> [b7 tail of A] <-> [b6] <-> [b5 head of A] <-> [b9 tail of B] ... <- tail (most recently freed)
+    uncached:  head -> [b3] <-> [b8] <- tail             (taken first, in free order)
+    cached:    policy order, e.g. lru: [b7 tail of A] [b6] [b5 head of A] [b9 tail of B] ... (most recently freed)
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from engine.prefix_eviction import EvictionPolicy, PrefixEviction, make_eviction_policy
 from engine.stats import KVEvent
 
 
@@ -31,7 +35,7 @@ class KVBlock:
 
 
 class FreeBlockQueue:
-    """Doubly linked list of free blocks with sentinels; every operation is O(1)."""
+    """Doubly linked list of free blocks (the uncached ones) with sentinels; every operation is O(1)."""
 
     def __init__(self, blocks: Iterable[KVBlock]):
         self._head = KVBlock(-1)
@@ -71,12 +75,58 @@ class FreeBlockQueue:
             block = block.next_free
 
 
+class FreeBlocks:
+    """The unreferenced blocks: uncached ones first (a queue, in free order), then cached ones as the policy says."""
+
+    def __init__(self, blocks: list[KVBlock], policy: EvictionPolicy[int]):
+        self._blocks = blocks
+        self.uncached = FreeBlockQueue(blocks)
+        self.policy = policy
+        """Keyed by block id: cached, unreferenced blocks are in it; it counts the uses of every cached block."""
+
+    @property
+    def num_free_blocks(self) -> int:
+        return self.uncached.num_free_blocks + len(self.policy)
+
+    def append(self, block: KVBlock) -> None:
+        if block.block_hash is None:
+            self.uncached.append(block)
+        else:
+            self.policy.free(block.block_id)
+
+    def popleft(self) -> KVBlock:
+        if self.uncached.num_free_blocks:
+            return self.uncached.popleft()
+        if not self.policy:
+            raise ValueError("no free blocks")
+        return self._blocks[self.policy.evict()]
+
+    def remove(self, block: KVBlock) -> None:
+        if block.block_id in self.policy:
+            self.policy.revive(block.block_id)
+        else:
+            self.uncached.remove(block)
+
+    def uncache(self, block: KVBlock) -> None:
+        """A free cached block loses its content (a cache reset): it moves to the uncached queue."""
+        self.policy.forget(block.block_id)
+        self.uncached.append(block)
+
+    def __iter__(self):
+        yield from self.uncached
+        for block_id in self.policy:
+            yield self._blocks[block_id]
+
+
 class BlockPool:
-    def __init__(self, num_blocks: int, enable_caching: bool):
+    def __init__(
+        self, num_blocks: int, enable_caching: bool, eviction: PrefixEviction | str = PrefixEviction.GDSF
+    ) -> None:
         self.num_blocks = num_blocks
         self.enable_caching = enable_caching
+        self.eviction = PrefixEviction(eviction)
         self.blocks = [KVBlock(i) for i in range(num_blocks)]
-        self.free_queue = FreeBlockQueue(self.blocks)
+        self.free_queue = FreeBlocks(self.blocks, make_eviction_policy(self.eviction))
         self.cached: dict[int, KVBlock] = {}
         self.events: list[KVEvent] = []  # drained by the engine after each step
 
@@ -110,10 +160,13 @@ class BlockPool:
         for block in blocks:
             if block.ref_cnt == 0:
                 self.free_queue.remove(block)
+            if block.block_hash is not None:
+                self.free_queue.policy.touch(block.block_id)  # one more request uses it
             block.ref_cnt += 1
 
     def free(self, blocks: Iterable[KVBlock]) -> None:
-        """Drop one reference each, in the given order: the first to reach 0 is the first to be evicted."""
+        """Drop one reference each, in the given order: of blocks the policy ranks alike, the first to reach 0 is the
+        first to be evicted."""
         for block in blocks:
             block.ref_cnt -= 1
             if block.ref_cnt < 0:
@@ -135,6 +188,7 @@ class BlockPool:
                 continue
             block.block_hash, block.token_ids = block_hash, tokens
             self.cached[block_hash] = block
+            self.free_queue.policy.touch(block.block_id)  # its first use: the request that computed it
             stored.append(block_hash)
         if stored:
             self.events.append(KVEvent("stored", stored))
@@ -151,6 +205,7 @@ class BlockPool:
             return False
         for block in self.cached.values():
             block.block_hash = block.token_ids = None
+            self.free_queue.uncache(block)
         self.cached.clear()
         self.events.append(KVEvent("cleared"))
         return True

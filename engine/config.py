@@ -32,6 +32,9 @@ class EngineConfig(Schema):
     """Longest prompt + output. None: the model's max_position_embeddings."""
     enable_prefix_caching: bool = True
     """Reuse the KV blocks of a prompt prefix already computed (by hash), instead of prefilling it again."""
+    prefix_eviction: Literal["gdsf", "lru"] = "gdsf"
+    """Which cached blocks go first when memory is needed: 'gdsf' (blocks many requests used outlive one-off
+    prompts, and age as others are evicted; engine/prefix_eviction.py) or 'lru' (least recently freed)."""
     enable_chunked_prefill: bool = True
     """Split long prompts across steps so decodes never stall behind them."""
     long_prefill_token_threshold: Annotated[int, Field(ge=0)] = 0

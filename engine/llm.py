@@ -37,6 +37,8 @@ class LLM:
         for prompt, p in zip(batch, per_prompt):
             token_ids = self.tokenizer.encode(prompt, add_special_tokens=False) if isinstance(prompt, str) else prompt
             request_id = str(next(self._ids))
+            if p.structured is not None:
+                self.engine.grammars.compile(p.structured)  # raises GrammarError here, as the server answers 400
             self.engine.add_request(request_id, list(token_ids), p)
             order.append(request_id)
         finished: dict[str, RequestOutput] = {}

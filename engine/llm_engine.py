@@ -6,10 +6,13 @@ Not thread-safe: the server drives it from one thread.
 from __future__ import annotations
 
 import json
+import logging
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import torch
+import xgrammar as xgr
 
 from engine.attention import PagedAttention, attention_ops
 from engine.block_pool import BlockPool
@@ -33,6 +36,10 @@ from engine.sequence import Request, Sequence
 from engine.speculative import Speculator
 from engine.stats import EngineStats, KVEvent
 from engine.step_profile import StepClock
+from engine.structured.compiler import GrammarCompiler
+from engine.structured.masker import GrammarMasker
+
+logger = logging.getLogger(__name__)
 
 
 class LLMEngine:
@@ -49,6 +56,10 @@ class LLMEngine:
         self.block_size = config.block_size
         self.tokenizer = _load_tokenizer(config.model)
         self.eos_token_ids = _eos_token_ids(config.model, hf_config, self.tokenizer)
+        # Structured outputs: grammars compile in worker threads (the server awaits them before adding a request).
+        self.grammars = GrammarCompiler(self.tokenizer, self.spec.vocab_size, sorted(self.eos_token_ids) or None)
+        self.masker = GrammarMasker(self.spec.vocab_size)
+        self._awaiting_grammar: list[tuple[Request, Future[xgr.CompiledGrammar]]] = []  # added before compiled
 
         weights = load_weights(config.model, self.spec, config.load_format, self.device, self.dtype, config.seed)
         rope = RotaryEmbedding(hf_config, self.spec.head_dim, self.max_model_len, self.device, self.dtype)
@@ -67,7 +78,7 @@ class LLMEngine:
         if config.preemption_mode == "swap":
             num_host_blocks = num_blocks_for_budget(self.spec, self.block_size, self.dtype, config.swap_space_bytes)
         self.kv_cache = KVCache(self.spec, num_blocks, self.block_size, self.dtype, self.device, num_host_blocks)
-        self.pool = BlockPool(num_blocks, config.enable_prefix_caching)
+        self.pool = BlockPool(num_blocks, config.enable_prefix_caching, config.prefix_eviction)
         self.kv = KVCacheManager(self.pool, self.kv_cache, self.block_size, num_host_blocks)
         self.counters = EngineStats(num_blocks_total=num_blocks)
         self.scheduler = Scheduler(config, self.kv, self.counters)
@@ -157,6 +168,14 @@ class LLMEngine:
         if arrival_time is not None:
             request.arrival_time = arrival_time
         request.seqs.append(self._new_sequence(request, 0))
+        if params.structured is not None:
+            compiled = self.grammars.submit(params.structured)
+            if not compiled.done():
+                # Compiling in a worker thread: the request joins the queue at the first step after (_admit_compiled).
+                self.requests[request_id] = request
+                self._awaiting_grammar.append((request, compiled))
+                return
+            self._attach_grammar(request, compiled.result())  # a bad grammar raises GrammarError (a RequestError)
         self.requests[request_id] = request
         self.scheduler.add(request.seqs[0])
 
@@ -195,7 +214,57 @@ class LLMEngine:
         detok = IncrementalDetokenizer(
             self.tokenizer.backend_tokenizer, request.prompt_token_ids, params.stop, params.skip_special_tokens
         )
-        return Sequence(request, index, list(request.prompt_token_ids), detok, generator)
+        seq = Sequence(request, index, list(request.prompt_token_ids), detok, generator)
+        if request.grammar is not None:  # a sibling forked at the end of the prompt starts the grammar afresh
+            seq.grammar = self._new_matcher(request)
+        return seq
+
+    # -- structured outputs -------------------------------------------------------------------------------------
+    def _attach_grammar(self, request: Request, compiled: xgr.CompiledGrammar) -> None:
+        request.grammar = compiled
+        for seq in request.seqs:
+            seq.grammar = self._new_matcher(request)
+
+    def _new_matcher(self, request: Request) -> xgr.GrammarMatcher:
+        assert request.grammar is not None  # called once the grammar is compiled
+        # The grammar ends on one of these (its mask then allows nothing else), whatever ignore_eos says.
+        stop_tokens = sorted(self.eos_token_ids | set(request.params.stop_token_ids))
+        return xgr.GrammarMatcher(request.grammar, override_stop_tokens=stop_tokens or None)
+
+    def _admit_compiled(self) -> list[Request]:
+        """Requests whose grammar has compiled join the queue. One whose compile failed finishes ("abort"): the
+        server compiles before adding, so only a direct caller's bad grammar gets here, and it must not stop the loop.
+        Returns those, for the step's outputs."""
+        failed, still_compiling = [], []
+        for request, compiled in self._awaiting_grammar:
+            if request.is_finished:  # aborted while it waited
+                continue
+            if not compiled.done():
+                still_compiling.append((request, compiled))
+                continue
+            try:
+                self._attach_grammar(request, compiled.result())
+            except Exception as exc:  # noqa: BLE001 - the grammar's failure is this request's, never the loop's
+                logger.warning("request %s: its grammar did not compile: %s", request.request_id, exc)
+                self._finish(request.seqs[0], "abort")
+                failed.append(request)
+                continue
+            self.scheduler.add(request.seqs[0])
+        self._awaiting_grammar = still_compiling
+        return failed
+
+    def _advance_grammar(self, seq: Sequence, token_id: int) -> bool:
+        """The sequence's matcher takes its new token; False when that finished the sequence."""
+        assert seq.grammar is not None  # called for constrained sequences only
+        if not seq.grammar.accept_token(token_id):
+            # The mask let through only tokens the grammar accepts, so this is a bug; it fails this request only.
+            logger.error("request %s: token %d broke its grammar", seq.request.request_id, token_id)
+            self._finish(seq, "abort")
+            return False
+        if seq.grammar.is_terminated():  # it accepted a stop token (only ignore_eos lets that get this far)
+            self._finish(seq, "stop")
+            return False
+        return True
 
     def abort_request(self, request_id: str) -> None:
         request = self.requests.pop(request_id, None)
@@ -217,9 +286,10 @@ class LLMEngine:
         started = time.monotonic()
         clock = self.clock
         clock.start_step()
+        failed = self._admit_compiled() if self._awaiting_grammar else []
         sched = self.scheduler.schedule()
         if sched.is_empty:
-            return []
+            return self._make_outputs(failed, time.monotonic()) if failed else []
         drafts = self.speculator.propose(sched.scheduled, sched.num_batched_tokens) if self.speculator else {}
         clock.lap("schedule")  # drafting (speculative decoding) included
         logits, inputs = self.runner.execute(sched.scheduled, drafts)  # laps "prepare" and "forward"
@@ -234,6 +304,7 @@ class LLMEngine:
         else:
             touched = self._sample_and_append(logits, inputs.sample_seqs)
         self.scheduler.remove_finished()
+        touched += failed
         now = time.monotonic()
         self.counters.num_steps_total += 1
         self.counters.last_step_time_s = now - started
@@ -259,6 +330,7 @@ class LLMEngine:
             return []
         if len(row_index) != len(sample_seqs):
             logits = logits[torch.tensor(row_index, device=logits.device)]
+        self.masker.apply(logits, [seq.grammar for seq in row_seqs])
         result = self.sampler(logits, rows)
         self.clock.lap("sample")  # with the computed-token bookkeeping before it; what follows is "output"
         touched: dict[str, Request] = {}
@@ -320,6 +392,8 @@ class LLMEngine:
         if token_id in params.stop_token_ids or (not params.ignore_eos and token_id in self.eos_token_ids):
             seq.stop_reason = token_id if token_id in params.stop_token_ids else None
             self._finish(seq, "stop")
+            return
+        if seq.grammar is not None and not self._advance_grammar(seq, token_id):
             return
         num_out = seq.num_output_tokens
         stop = seq.detokenizer.append(token_id, check_stop=num_out >= params.min_tokens)

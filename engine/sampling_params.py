@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.errors import RequestError
+from engine.structured.spec import GrammarSpec
 
 MAX_LOGPROBS = 20
 MAX_TEMPERATURE = 1e4
@@ -27,6 +28,7 @@ class SamplingParams:
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     skip_special_tokens: bool = True
+    structured: GrammarSpec | None = None  # the grammar the output must follow (response_format, guided_*)
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):
@@ -59,6 +61,12 @@ class SamplingParams:
         self._check(-2.0 <= self.presence_penalty <= 2.0, "presence_penalty must be in [-2, 2]", "presence_penalty")
         self._check(-2.0 <= self.frequency_penalty <= 2.0, "frequency_penalty must be in [-2, 2]", "frequency_penalty")
         self._check(all(t >= 0 for t in self.stop_token_ids), "stop_token_ids must be >= 0", "stop_token_ids")
+        # Under min_tokens the end-of-sequence tokens are suppressed, while a finished grammar allows nothing else.
+        self._check(
+            self.structured is None or self.min_tokens == 0,
+            "min_tokens cannot be combined with structured output: the grammar decides where the output ends",
+            "min_tokens",
+        )
 
     @staticmethod
     def _check(ok: bool, message: str, param: str) -> None:

@@ -7,6 +7,7 @@ import enum
 import itertools
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -15,6 +16,9 @@ from engine.detokenizer import IncrementalDetokenizer
 from engine.outputs import TokenLogprob
 from engine.sampler import SamplingRow
 from engine.sampling_params import SamplingParams
+
+if TYPE_CHECKING:
+    import xgrammar as xgr
 
 
 class SequenceStatus(enum.Enum):
@@ -58,6 +62,9 @@ class Sequence:
         self.output_ids: list[int] = []  # the output part, kept beside token_ids: read every step, never sliced
         self.generator = generator
         self.sampling_row: SamplingRow | None = None  # made at the first sample, kept (LLMEngine._sampling_row)
+        # Structured output: where this sequence's output stands in its grammar (it has accepted every output token).
+        # It lives with the sequence, not its KV, so preemption (recompute or swap) leaves it as it is.
+        self.grammar: xgr.GrammarMatcher | None = None
         self.detokenizer = detokenizer
         self.logprobs: list[TokenLogprob] | None = [] if request.params.logprobs is not None else None
         self.finish_reason: str | None = None
@@ -96,6 +103,7 @@ class Request:
     seqs: list[Sequence] = field(default_factory=list)
     forked: bool = False  # the n - 1 sibling sequences exist
     max_tokens: int = 0  # resolved: params.max_tokens or what the context allows
+    grammar: xgr.CompiledGrammar | None = None  # params.structured compiled; the request runs once it is set
     num_cached_tokens: int = 0  # prompt tokens found in the prefix cache at first admission
     first_scheduled_time: float | None = None
     first_token_time: float | None = None

@@ -1,9 +1,9 @@
 """Speculative decoding inside the continuous batch.
 
-Per step, for decoding sequences that qualify (no penalties or logprobs, past min_tokens, room left) and that the
-adaptive controller lets speculate (seeded requests always do, and take the step's spare token budget first, so
-their output does not depend on the batch as long as the budget and the KV pool have room for their drafts; a step
-with neither gives them none, and rejection sampling then draws from their generators differently):
+Per step, for decoding sequences that qualify (no penalties, logprobs or grammar, past min_tokens, room left) and
+that the adaptive controller lets speculate (seeded requests always do, and take the step's spare token budget
+first, so their output does not depend on the batch as long as the budget and the KV pool have room for their
+drafts; a step with neither gives them none, and rejection sampling then draws from their generators differently):
   1. propose up to k draft tokens: n-gram prompt lookup, or k greedy steps of a draft model;
   2. the target scores the sequence's pending token plus its drafts in the step's one forward pass (the sequence
      rides the prefill-chunk attention path, beside plain decodes and prefill chunks);
@@ -133,6 +133,9 @@ class Speculator:
             and not params.has_penalties
             and params.logprobs is None
             and seq.num_output_tokens >= params.min_tokens
+            # Structured output decodes without drafts: a draft's grammar mask depends on the drafts before it, so
+            # verifying one takes a matcher rollback per position; plain sampling under the mask is exact as is.
+            and params.structured is None
         )
 
     def _room(self, seq: Sequence) -> int:

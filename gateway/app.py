@@ -6,22 +6,24 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.admin.api import admin_routes
+from gateway.admin.console import console_routes
 from gateway.asgi import send_error
 from gateway.config import GatewayConfig
 from gateway.errors import ApiError, unknown_model
 from gateway.request.hooks import RequestHooks
 from gateway.request.parse import CHAT, COMPLETIONS
 from gateway.request.proxy import CompletionsEndpoint
+from gateway.request_ids import REQUEST_ID, RequestIdMiddleware, client_request_id
 from gateway.routing.base import Router
 from gateway.runtime import Gateway
 from sluicegate.tracing import GATEWAY_REQUEST, TracingMiddleware
@@ -35,12 +37,16 @@ def _error(error: ApiError) -> Response:
 
 class _FastPaths:
     """The two completion endpoints straight from the server, past Starlette's middleware and router (~50 us a
-    request); everything else, lifespan included, goes to the Starlette app."""
+    request); everything else, lifespan included, goes to the Starlette app (which gets `x-request-id` on every
+    response from RequestIdMiddleware; the endpoints set their own)."""
 
-    def __init__(self, app: Starlette, endpoints: dict[str, CompletionsEndpoint]) -> None:
-        self.app = app
+    def __init__(
+        self, app: Starlette, endpoints: dict[str, CompletionsEndpoint], next_request_id: Callable[[], str]
+    ) -> None:
+        self.app: ASGIApp = RequestIdMiddleware(app, next_request_id)
         self.state = app.state
         self._endpoints = endpoints
+        self._next_request_id = next_request_id
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         endpoint = self._endpoints.get(scope["path"]) if scope["type"] == "http" else None
@@ -52,7 +58,9 @@ class _FastPaths:
         except Exception:  # the endpoints answer every expected error themselves; this is the last resort
             log.exception("unhandled error on %s", scope["path"])
             try:
-                await send_error(send, ApiError(500, "The gateway failed unexpectedly.", "server_error"))
+                request_id = client_request_id(scope) or self._next_request_id().encode()
+                error = ApiError(500, "The gateway failed unexpectedly.", "server_error")
+                await send_error(send, error, [(REQUEST_ID, request_id)])
             except Exception:  # noqa: BLE001 - the response had already started; nothing more to tell the client
                 pass
 
@@ -142,11 +150,12 @@ def build_app(
             Route("/health", health, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
             Mount("/admin/v1", routes=admin_routes(gw)),
+            Mount("/admin", routes=console_routes(gw)),  # the web console (admin/console/); after /admin/v1
         ],
         exception_handlers={HTTPException: http_error, Exception: server_error},
         lifespan=lifespan,
     )
     app.state.gateway = gw
-    traced = TracingMiddleware(_FastPaths(app, completions), "gateway", GATEWAY_REQUEST)
+    traced = TracingMiddleware(_FastPaths(app, completions, gw.next_request_id), "gateway", GATEWAY_REQUEST)
     traced.state = app.state
     return traced

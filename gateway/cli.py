@@ -39,7 +39,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", help="override the config's host")
     parser.add_argument("--port", type=int, help="override the config's port")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (one event loop each)")
-    parser.add_argument("--log-level", default="warning")
+    parser.add_argument(
+        "--log-level",
+        default="warning",
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="the gateway's and uvicorn's log level (default: %(default)s); the access and audit logs (JSON lines on "
+        "stdout) are written at any level",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

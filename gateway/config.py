@@ -9,6 +9,7 @@ YAML layout (config/gateway.yaml):
     redis: {url_env: REDIS_URL, failure_mode: fail_open, socket_timeout_s: 0.1, retry_interval_s: 1.0}
     num_instances: 1                          # gateway instances sharing one Redis (fail-open divides limits by it)
     admission_overlap: true                   # send upstream while the admission script runs, when safe
+    access_log: true                          # one JSON line per request on stdout (gateway/access_log.py)
     upstream: {connect_timeout_s: 2, read_timeout_s: 120, max_connections: 1024}
     router: gateway.simple_router:build_router  # "module:callable" (see below)
     models:
@@ -17,6 +18,7 @@ YAML layout (config/gateway.yaml):
         max_model_len: 4096
         replicas: [http://127.0.0.1:8100, {name: r1, url: "http://127.0.0.1:8101"}]
         routing: {...}                  # optional: handed to the router with `replicas`, `health`, `index`
+        price: {input_usd_per_mtok: 0.5, output_usd_per_mtok: 1.5, cached_input_usd_per_mtok: 0.25}  # optional
 
 The router factory is called as `factory(routing_models, metrics_registry=registry)` where routing_models maps each
 model to {replicas: [{name, url, ...}], routing, health, index} (only the keys the YAML gave), so
@@ -35,8 +37,11 @@ from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
+from gateway.routing.discovery.config import DiscoveryConfig
+from gateway.store.redis_url import RedisEndpoint, TlsOptions, parse_redis_url
+from gateway.store.spend import FREE, MAX_USD_PER_MTOK, NANO_PER_MICRO, Price, nano_usd_per_token
 from sluicegate.schema import Schema, explain
 
 FAIL_OPEN: Final = "fail_open"
@@ -70,12 +75,43 @@ class ReplicaSpec(Schema):
         return url.rstrip("/")
 
 
+def _to_tenth_of_a_cent(usd_per_mtok: float) -> float:
+    if abs(usd_per_mtok * NANO_PER_MICRO - nano_usd_per_token(usd_per_mtok)) > 1e-6:
+        raise ValueError("prices are kept to $0.001 per million tokens; round it")
+    return usd_per_mtok
+
+
+UsdPerMtok = Annotated[float, Field(ge=0.0, le=MAX_USD_PER_MTOK), AfterValidator(_to_tenth_of_a_cent)]
+
+
+class PriceConfig(Schema):
+    """A model's price (gateway/store/spend.py): what its usage costs and what tenants' budgets in US dollars count."""
+
+    input_usd_per_mtok: UsdPerMtok
+    """US dollars per million prompt tokens."""
+    output_usd_per_mtok: UsdPerMtok
+    """US dollars per million completion tokens."""
+    cached_input_usd_per_mtok: UsdPerMtok | None = None
+    """US dollars per million prompt tokens served from the replica's prefix cache; None: the input price."""
+
+    def per_token(self) -> Price:
+        cached = self.input_usd_per_mtok if self.cached_input_usd_per_mtok is None else self.cached_input_usd_per_mtok
+        return Price(
+            nano_usd_per_token(self.input_usd_per_mtok),
+            nano_usd_per_token(cached),
+            nano_usd_per_token(self.output_usd_per_mtok),
+        )
+
+
 class ModelConfig(Schema):
     name: str
     """The model name clients send in `model` (its key under `models:`)."""
-    replicas: Annotated[list[ReplicaSpec], Field(min_length=1)]
+    replicas: list[ReplicaSpec] = []
     """The OpenAI-compatible upstreams serving it: base URLs or {name, url, kv_events} mappings (one URL alone is a
-    list of one)."""
+    list of one). At least one, unless `discovery` finds them."""
+    discovery: DiscoveryConfig | None = None
+    """Find the replicas at run time: DNS A/SRV records or a Kubernetes Service's EndpointSlices
+    (gateway/routing/discovery/config.py); they join and leave without a restart. Needs the prefix router."""
     tokenizer: str | None = None
     """Folder with tokenizer.json (+ chat template) for exact prompt token counts; None: count ~4 bytes a token."""
     block_size: Count = 16
@@ -91,6 +127,13 @@ class ModelConfig(Schema):
     """Replica probing and circuit breaking, for the router (gateway/routing/config.py)."""
     index: dict[str, Any] | None = None
     """Block hashing and the prefix index, for the router (gateway/routing/config.py)."""
+    price: PriceConfig | None = None
+    """Optional prices in USD per million tokens: usage is then also counted in money, and tenants' daily and
+    monthly budgets in USD apply to this model; None: its tokens cost nothing."""
+
+    @property
+    def price_per_token(self) -> Price:
+        return FREE if self.price is None else self.price.per_token()
 
     @model_validator(mode="before")
     @classmethod
@@ -111,6 +154,12 @@ class ModelConfig(Schema):
             data["block_size"] = index["block_size"]
         return data
 
+    @model_validator(mode="after")
+    def _some_replicas(self) -> ModelConfig:
+        if not self.replicas and self.discovery is None:
+            raise ValueError(f"give models.{self.name}.replicas (at least one) or models.{self.name}.discovery")
+        return self
+
     @field_validator("tokenizer")
     @classmethod
     def _folder(cls, tokenizer: str | None) -> str | None:
@@ -125,9 +174,34 @@ class ModelConfig(Schema):
         return view
 
 
+class RedisTlsConfig(Schema):
+    """The certificate files of a rediss:// URL (gateway/store/redis_url.py); the URL's ssl_* parameters win."""
+
+    ca_file: str | None = None
+    """PEM bundle of the CAs that sign Redis' certificate; None: the system's trust store."""
+    cert_file: str | None = None
+    """Client certificate (PEM), for a Redis with `tls-auth-clients yes`."""
+    key_file: str | None = None
+    """The client certificate's private key (PEM); None: it is in cert_file."""
+    cert_reqs: Literal["required", "optional", "none"] = "required"
+    """required: verify Redis' certificate and host name; optional: the certificate only; none: no verification."""
+
+
 class RedisConfig(Schema):
     url: str | None = None
-    """redis://host:port/db; None runs the in-process store (single instance)."""
+    """redis://[user:password@]host:port/db, rediss://... (TLS, see `tls`) or unix://[user:password@]/path?db=N;
+    None runs the in-process store (single instance). Any other scheme is refused at start-up."""
+    tls: RedisTlsConfig = RedisTlsConfig()
+    """Certificate files for a rediss:// URL."""
+    pool_max_connections: Count = 64
+    """redis-py's connections per gateway process (key and tenant reads, admin calls; the two hot-path scripts
+    share one pipelined connection of their own)."""
+    pool_timeout_s: Seconds = 1.0
+    """How long a call waits for a free pooled connection; running out is this gateway's overload, not an outage."""
+    lease_heartbeat_s: Annotated[float, Field(ge=0)] = 10.0
+    """A gateway process renews its concurrency leases' owner deadline every third of this; a process that died
+    (SIGKILL, OOM) frees its tenants' max_concurrent slots this long after (gateway/store/leases.py). 0: they stay
+    held until request_lease_s ends."""
     url_env: str = "REDIS_URL"
     """Environment variable holding the URL when `url` is not given."""
     key_prefix: str = "sg:"
@@ -144,7 +218,30 @@ class RedisConfig(Schema):
     def _url_from_env(cls, data: Any) -> Any:
         if isinstance(data, dict) and not data.get("url"):
             data = {**data, "url": os.environ.get(data.get("url_env") or "REDIS_URL") or None}
+        if isinstance(data, dict) and data.get("tls", "") is None:  # an empty YAML section: the defaults
+            data = {k: v for k, v in data.items() if k != "tls"}
         return data
+
+    @field_validator("url")
+    @classmethod
+    def _usable_url(cls, url: str | None) -> str | None:
+        """The URL both Redis clients will use (scheme, port, db, its TLS parameters), checked now rather than
+        found unusable on every connection later (which would look like an outage)."""
+        if url is not None:
+            parse_redis_url(url)
+        return url
+
+    @model_validator(mode="after")
+    def _usable_tls_files(self) -> RedisConfig:
+        if self.url is not None:
+            self.endpoint()
+        return self
+
+    def endpoint(self) -> RedisEndpoint:
+        """The parsed URL with this section's TLS files: what both Redis clients connect with."""
+        assert self.url is not None  # callers check: no URL means the in-process store
+        tls = TlsOptions(self.tls.ca_file, self.tls.cert_file, self.tls.key_file, self.tls.cert_reqs)
+        return parse_redis_url(self.url, tls)
 
 
 class UpstreamConfig(Schema):
@@ -193,6 +290,9 @@ class GatewayConfig(Schema):
     admission_overlap: bool = True
     """Send a request upstream while its admission script runs when the key has ample headroom
     (gateway/request/overlap.py); False: always admit first."""
+    access_log: bool = True
+    """One JSON line per completion request on stdout (logger `sluicegate.access`, gateway/access_log.py): who, which
+    model and replica, status, tokens, timings, never the text. False: none."""
     guardrails: dict[Literal["engine", "policies"], dict[str, Any] | None] | None = None
     """{engine: GuardrailsConfig fields, policies: {name: GuardrailPolicy fields}}; None: guardrails off."""
 
@@ -221,6 +321,11 @@ class GatewayConfig(Schema):
         if not re.fullmatch(r"[\w.]+:\w+", router):
             raise ValueError("want 'module:callable', e.g. gateway.routing.factory:build_router")
         return router
+
+    @property
+    def discovery_models(self) -> dict[str, DiscoveryConfig]:
+        """The models whose replicas are discovered at run time, and how."""
+        return {name: model.discovery for name, model in self.models.items() if model.discovery is not None}
 
     @property
     def routing_models(self) -> dict[str, dict[str, Any]]:

@@ -56,19 +56,12 @@ class GatewayMetrics:
         self.rejections = Counter(
             "sluicegate_ratelimit_rejections", "Requests refused by limits, by reason", ["tenant", "reason"], registry=r
         )
-        self.guardrail_actions = Counter("sluicegate_guardrail_actions", "Guardrail actions", ["action"], registry=r)
         self.upstream_errors = Counter("sluicegate_upstream_errors", "Upstream failures by kind", ["kind"], registry=r)
         self.redis_fallbacks = Counter(
             "sluicegate_redis_fallbacks",
             "Store calls answered without Redis, by mode (fail_open/fail_closed)",
             ["mode", "op"],
             registry=r,
-        )
-        self.redis_up = Gauge(
-            "sluicegate_redis_up",
-            "1 while the gateway believes Redis is reachable",
-            registry=r,
-            multiprocess_mode="livemin",
         )
         self.settle_pending = Gauge(
             "sluicegate_settlements_pending",
@@ -93,7 +86,21 @@ class GatewayMetrics:
             "Overlapped requests the script refused after all: cancelled upstream",
             registry=r,
         )
+        self._redis_up: Gauge | None = None
         self._children: dict[tuple[int, tuple[str, ...]], MetricWrapperBase] = {}
+
+    def redis_up(self, up: bool) -> None:
+        """`sluicegate_redis_up`: 1 while Redis answers, 0 while it does not. The gauge is made on the first call
+        (the Redis-backed store makes it at start), so a gateway without Redis has no such series rather than a 0
+        that reads as an outage."""
+        if self._redis_up is None:
+            self._redis_up = Gauge(
+                "sluicegate_redis_up",
+                "1 while the gateway believes Redis is reachable, 0 while not; absent without Redis",
+                registry=self.registry,
+                multiprocess_mode="livemin",
+            )
+        self._redis_up.set(1 if up else 0)
 
     def child(self, metric: Metric, *labels: str) -> Metric:
         """`metric.labels(*labels)`, made once per label set."""

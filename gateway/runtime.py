@@ -10,6 +10,8 @@ import secrets
 from collections.abc import Coroutine
 from typing import Any
 
+from gateway.access_log import ACCESS_LOGGER, AccessLog
+from gateway.admin.audit import AUDIT_LOGGER
 from gateway.admin.seed import seed_tenants
 from gateway.admin.tenants import policy_name_check
 from gateway.config import GatewayConfig
@@ -26,11 +28,12 @@ from gateway.request.settlement import SettlementParts
 from gateway.request.tokenizer import PromptTokenizer
 from gateway.request.upstream import UpstreamPool
 from gateway.routing.base import Router
+from gateway.routing.discovery import build_discovery
 from gateway.store.base import StoreUnavailable
 from gateway.store.local import LocalStore
-from gateway.store.redis_store import RedisStore
+from gateway.store.redis_store import PoolLimits, RedisStore
 from gateway.store.resilient import ResilientStore
-from sluicegate import tracing
+from sluicegate import json_logs, tracing
 from sluicegate.tracing import TracingConfig
 
 log = logging.getLogger(__name__)
@@ -40,7 +43,14 @@ SHUTDOWN_SETTLE_TIMEOUT_S = 5.0
 def build_store(config: GatewayConfig, metrics: GatewayMetrics) -> LocalStore | ResilientStore:
     if config.redis.url is None:
         return LocalStore()
-    redis = RedisStore(config.redis.url, config.redis.key_prefix, config.redis.socket_timeout_s)
+    pool = PoolLimits(config.redis.pool_max_connections, config.redis.pool_timeout_s)
+    redis = RedisStore(
+        config.redis.endpoint(),
+        config.redis.key_prefix,
+        config.redis.socket_timeout_s,
+        pool,
+        config.redis.lease_heartbeat_s,
+    )
     return ResilientStore(
         redis, config.redis.failure_mode, config.redis.retry_interval_s, config.num_instances, metrics
     )
@@ -65,6 +75,8 @@ class Gateway:
         # Overlap only hides a round trip: the in-process store (no Redis) answers without one.
         self.overlap = OverlapGate(config.admission_overlap and config.redis.url is not None)
         self.router = router or load_router(config, self.metrics)
+        self.discovery = build_discovery(config.discovery_models, self.router)
+        """Replicas found through DNS or EndpointSlices (gateway/routing/discovery/), for models that ask."""
         self.upstreams = UpstreamPool(config.upstream)
         self.hooks = hooks or build_hooks(config.guardrails, self.metrics.registry)
         self.tokenizers: dict[str, PromptTokenizer] = {}
@@ -83,12 +95,17 @@ class Gateway:
             )
         )
         links = UpstreamLinks(self.router, self.upstreams, self.metrics, self.tokenizers)
-        settlement = SettlementParts(self.store, self.metrics, self.tokenizers, self.spawn)
+        access_log = AccessLog() if self.config.access_log else None
+        settlement = SettlementParts(self.store, self.metrics, self.tokenizers, self.spawn, access_log)
         return EndpointParts(
             admission, links, settlement, self.hooks, self.metrics, self.config.debug_headers, self.next_request_id
         )
 
     async def start(self) -> None:
+        # JSON lines on stdout, written off the event loop (sluicegate/json_logs.py)
+        json_logs.to_stdout(AUDIT_LOGGER)
+        if self.config.access_log:
+            json_logs.to_stdout(ACCESS_LOGGER)
         # installs an exporting provider only when an OTLP endpoint is configured; tracing stays off otherwise
         tracing.configure_tracing(
             TracingConfig("sluicegate-gateway", self.config.otlp_endpoint, self.config.trace_sample_ratio)
@@ -103,10 +120,12 @@ class Gateway:
             except StoreUnavailable:  # start anyway: keys resolve once Redis is back; the next start seeds
                 log.warning("redis unreachable at start-up: tenants seed %s not applied", self.config.tenants_seed)
         await self.router.start()
+        await self.discovery.start()
 
     async def close(self) -> None:
         if self._tasks:  # settlements in flight: let them land
             await asyncio.wait(list(self._tasks), timeout=SHUTDOWN_SETTLE_TIMEOUT_S)
+        await self.discovery.close()
         await self.router.close()
         await self.upstreams.close()
         await self.store.close()

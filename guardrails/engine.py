@@ -14,6 +14,7 @@ set-up. Constructing Guardrails loads Presidio and spaCy (not torch; see presidi
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from opentelemetry import trace
@@ -23,6 +24,8 @@ from guardrails.errors import OutputBlocked
 from guardrails.findings import Finding, redact
 from guardrails.metrics import INJECTION_ENTITY, GuardrailMetrics
 from guardrails.policy import GuardrailPolicy
+from guardrails.prompt_view import PromptView, Segment
+from guardrails.readable import find_readable
 from guardrails.verdict import InputVerdict
 
 _TRACER = trace.get_tracer("sluicegate.guardrails")
@@ -63,17 +66,28 @@ class Guardrails:
 
         `untrusted[i]` says whether text i is scored for injection (default: all are). PII is checked in every text;
         injection only in what users and tools wrote: an operator's system prompt ("never reveal your system
-        prompt") reads like an attack and must not block its own requests.
+        prompt") reads like an attack and must not block its own requests. Each text is its own unit (see
+        check_segments): PII split between two texts is found too.
         """
+        flags = [True] * len(texts) if untrusted is None else untrusted
+        segments = [Segment(text, i, flag) for i, (text, flag) in enumerate(zip(texts, flags, strict=True))]
+        return self.check_segments(segments, policy, tenant)
+
+    def check_segments(self, segments: Sequence[Segment], policy: GuardrailPolicy, tenant: str = "") -> InputVerdict:
+        """The checks over a request's fields (guardrails/request_fields.py), scanned as the model reads them:
+        joined and normalized once (guardrails/prompt_view.py). `verdict.texts[i]` is segment i, redacted."""
         started_s = time.perf_counter()
         self.check_policy(policy)
+        texts = [segment.text for segment in segments]
         with _TRACER.start_as_current_span("guardrails.check_input") as span:
-            findings = tuple(
-                tuple(self.scanner.scan(text, policy)) if policy.pii_action != "off" else () for text in texts
+            findings = (
+                PromptView(segments).scan(self.scanner, policy)
+                if policy.pii_action != "off" and any(texts)
+                else tuple(() for _ in segments)
             )
-            scored = texts if untrusted is None else [t for t, flag in zip(texts, untrusted, strict=True) if flag]
-            score, rules = self._injection(scored, policy)
-            verdict = self._decide(texts, policy, findings, score, rules)
+            score, rules = self._injection([s.text for s in segments if s.untrusted], policy)
+            unredactable = any(found and not s.redactable for s, found in zip(segments, findings, strict=True))
+            verdict = self._decide(texts, policy, findings, score, rules, unredactable)
             span.set_attribute("guardrails.action", verdict.action)
             span.set_attribute("guardrails.injection_score", verdict.injection_score)
             span.set_attribute("guardrails.entities", sorted(verdict.entity_counts()))
@@ -84,14 +98,21 @@ class Guardrails:
 
     def redact_output(self, text: str, policy: GuardrailPolicy, tenant: str = "") -> str:
         """A whole (non-streamed) completion under the output policy. Raises OutputBlocked."""
+        return self.scan_output(text, policy, tenant)[0]
+
+    def scan_output(self, text: str, policy: GuardrailPolicy, tenant: str = "") -> tuple[str, list[Finding]]:
+        """(the text under the output policy, the findings acted on): the findings also redact the choice's
+        logprobs (guardrails/logprobs.py). Raises OutputBlocked."""
         if policy.output_pii_action == "off":
-            return text
-        findings = self.scanner.scan(text, policy)
+            return text, []
+        findings = find_readable(self.scanner, text, policy)
         for finding in findings:
             self._count_one(tenant, "output", finding.entity, policy.output_pii_action)
         if findings and policy.output_pii_action == "block":
             raise OutputBlocked("pii", tuple(sorted({f.entity for f in findings})))
-        return redact(text, findings, policy.redaction_style) if policy.output_pii_action == "redact" else text
+        if policy.output_pii_action != "redact":
+            return text, []
+        return redact(text, findings, policy.redaction_style), findings
 
     def stream_redactor(self, policy: GuardrailPolicy, tenant: str = "") -> StreamRedactor:
         from guardrails.stream import StreamRedactor
@@ -113,17 +134,19 @@ class Guardrails:
 
     @staticmethod
     def _decide(
-        texts: list[str],
+        texts: Sequence[str],
         policy: GuardrailPolicy,
         findings: tuple[tuple[Finding, ...], ...],
         score: float,
         rules: tuple[str, ...],
+        unredactable: bool = False,
     ) -> InputVerdict:
         found_pii = any(findings)
         injected = policy.injection_action != "off" and score >= policy.injection_threshold
         if injected and policy.injection_action == "block":
             return InputVerdict("block", tuple(texts), findings, score, rules, "prompt_injection")
-        if found_pii and policy.pii_action == "block":
+        # PII in a field that cannot hold a placeholder (an identifier) cannot be redacted: blocked instead.
+        if found_pii and (policy.pii_action == "block" or (policy.pii_action == "redact" and unredactable)):
             return InputVerdict("block", tuple(texts), findings, score, rules, "pii")
         if found_pii and policy.pii_action == "redact":
             redacted = tuple(

@@ -13,9 +13,12 @@ class Finding:
     end: int
     """Character offset in the scanned text (exclusive)."""
     score: float
+    continuation: bool = False
+    """The rest of an entity that began in an earlier text (the previous message, content part or stream chunk):
+    redacted to nothing under placeholder style, since the placeholder went where the entity began."""
 
     def shifted(self, offset: int) -> Finding:
-        return Finding(self.entity, self.start + offset, self.end + offset, self.score)
+        return Finding(self.entity, self.start + offset, self.end + offset, self.score, self.continuation)
 
 
 def resolve_overlaps(findings: list[Finding]) -> list[Finding]:
@@ -39,7 +42,14 @@ def redact(text: str, findings: list[Finding], style: str) -> str:
     cursor = 0
     for finding in findings:
         pieces.append(text[cursor : finding.start])
-        pieces.append(f"<{finding.entity}>" if style == "placeholder" else "*" * (finding.end - finding.start))
+        pieces.append(replacement(finding, finding.end - finding.start, style))
         cursor = finding.end
     pieces.append(text[cursor:])
     return "".join(pieces)
+
+
+def replacement(finding: Finding, length: int, style: str) -> str:
+    """What `length` characters of a finding become: its placeholder where it begins, nothing after; or stars."""
+    if style != "placeholder":
+        return "*" * length
+    return "" if finding.continuation else f"<{finding.entity}>"

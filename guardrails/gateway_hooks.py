@@ -11,14 +11,19 @@ It matches that protocol structurally, so guardrails/ never imports gateway/. Wi
   an unknown name through `check_policy_name`. A tenant that still names one at request time (the gateway config
   lost the policy after the tenant was written) gets `on_unknown_policy(name)` raised: the wiring makes it a 503;
   the default raises the GuardrailConfigError itself.
-- Input: every chat message's text (string content or `text` parts) and every completion prompt string is checked
-  for PII; injection is scored on user and tool messages (and on completion prompts) only. Token-id prompts carry no
-  text and pass unchecked. Redaction writes the redacted text back into a copy of the body.
-- Output: a non-streamed body has each choice's `message.content` / `text` redacted; a stream goes through
-  SseRedactor, one StreamRedactor per choice index. The held-back text of a choice goes out in the event that
-  carries its `finish_reason` (or in one extra chunk before `data: [DONE]`). Output `block` ends the stream with an
-  OpenAI error event; usage chunks pass through untouched, so accounting stays on the upstream's token counts.
+- Input: every string of the body that reaches the model or the upstream (request_fields.py: message contents and
+  names, tool-call arguments, tool descriptions and schemas, `user`, `stop`, completion prompts and `suffix`) is
+  checked for PII as the model reads it, joined and normalized (prompt_view.py); injection is scored on user and
+  tool messages (and on completion prompts) only. Token-id prompts carry no text and pass unchecked. Redaction
+  writes the redacted strings back into a copy of the body; PII in an identifier (a function name) blocks.
+- Output: a non-streamed body has each choice's `message.content` / `text` redacted, and its `logprobs` alike
+  (logprobs.py); a stream goes through SseRedactor, one StreamRedactor (and StreamLogprobs) per choice index. The
+  held-back text of a choice (and its tokens' logprobs) goes out in the event that carries its `finish_reason` (or
+  in one extra chunk before `data: [DONE]`). Output `block` ends the stream with an OpenAI error event; usage
+  chunks pass through untouched, so accounting stays on the upstream's token counts.
 - Blocks raise `on_block(GuardrailBlocked)`; the default raises the GuardrailBlocked itself.
+- Each request a guardrail acts on counts once per action in `sluicegate_guardrail_actions_total{action}`
+  (input_detect, input_redact, input_block, output_redact, output_block; GuardrailMetrics.count_request).
 """
 
 from __future__ import annotations
@@ -30,16 +35,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from guardrails.errors import GuardrailBlocked, GuardrailConfigError, OutputBlocked
+from guardrails.logprobs import StreamLogprobs, redact_choice
 from guardrails.policy import GuardrailPolicy
+from guardrails.request_fields import CHAT, request_fields
 from sluicegate.sse import DONE_DATA, encode_event, event_data, replace_data, split_events
 
 if TYPE_CHECKING:
     from guardrails.engine import Guardrails
     from guardrails.stream import StreamRedactor
 
-CHAT = "chat"
 OFF = "off"
-_UNTRUSTED_ROLES = frozenset({"user", "tool", "function"})
 
 
 class TenantLike(Protocol):
@@ -83,21 +88,23 @@ class GuardrailHooks:
         policy = self.policy_for(tenant)
         if policy is None or not policy.checks_input:
             return body
-        slots = _text_slots(route_kind, body)
-        if not slots:
+        fields = request_fields(route_kind, body)
+        if not fields:
             return body
-        texts = [text for text, _, _ in slots]
         verdict = await asyncio.to_thread(
-            self.guardrails.check_input, texts, policy, tenant.id, [scored for _, scored, _ in slots]
+            self.guardrails.check_segments, [segment for segment, _ in fields], policy, tenant.id
         )
+        if verdict.action != "allow":
+            self._count_request(f"input_{verdict.action}")
         if verdict.blocked:
             entities = tuple(sorted(verdict.entity_counts())) if verdict.blocked_reason == "pii" else ()
             raise self.on_block(GuardrailBlocked(verdict.blocked_reason or "policy", entities))
         if verdict.action != "redact":
             return body
         redacted = copy.deepcopy(body)
-        for (_, _, path), text in zip(slots, verdict.texts):
-            _set_path(redacted, path, text)
+        for (segment, path), text in zip(fields, verdict.texts, strict=True):
+            if text != segment.text:
+                _set_path(redacted, path, text)
         return redacted
 
     async def check_output(self, tenant: TenantLike, route_kind: str, response_body: bytes) -> bytes:
@@ -117,26 +124,52 @@ class GuardrailHooks:
             if not isinstance(text, str):
                 continue
             try:
-                new = await asyncio.to_thread(self.guardrails.redact_output, text, policy, tenant.id)
+                new, findings = await asyncio.to_thread(self.guardrails.scan_output, text, policy, tenant.id)
             except OutputBlocked as blocked:
+                self._count_request("output_block")
                 raise self.on_block(blocked) from None
             if new != text:
                 _set_path(choice, field, new)
+                redact_choice(route_kind, choice, text, findings, policy.redaction_style)
                 changed = True
+        if changed:
+            self._count_request("output_redact")
         return json.dumps(payload).encode() if changed else response_body
 
     def output_transformer(self, tenant: TenantLike, route_kind: str, body: dict) -> SseRedactor | None:
         policy = self.policy_for(tenant)
         if policy is None or policy.output_pii_action == "off":
             return None
-        return SseRedactor(lambda: self.guardrails.stream_redactor(policy, tenant.id), route_kind)
+        return SseRedactor(
+            lambda: self.guardrails.stream_redactor(policy, tenant.id),
+            route_kind,
+            self._count_request,
+            redaction_style=policy.redaction_style,
+        )
+
+    def _count_request(self, action: str) -> None:
+        if self.guardrails.metrics is not None:
+            self.guardrails.metrics.count_request(action)
 
 
 class SseRedactor:
-    """Rewrites complete SSE events (bytes in, bytes out) through one StreamRedactor per choice index."""
+    """Rewrites complete SSE events (bytes in, bytes out) through one StreamRedactor per choice index; each choice's
+    logprobs are held back with the text they score and redacted alike (StreamLogprobs)."""
 
-    def __init__(self, make_redactor: Callable[[], StreamRedactor], route_kind: str) -> None:
+    def __init__(
+        self,
+        make_redactor: Callable[[], StreamRedactor],
+        route_kind: str,
+        count_request: Callable[[str], None] | None = None,
+        redaction_style: str = "placeholder",
+    ) -> None:
         self.make_redactor = make_redactor
+        self.route_kind = route_kind
+        self.redaction_style = redaction_style
+        self.logprobs: dict[int, StreamLogprobs] = {}
+        self.count_request = count_request
+        """Told `output_redact` / `output_block` once per stream, when that first happens."""
+        self.counted: set[str] = set()
         self.field = ("delta", "content") if route_kind == CHAT else ("text",)
         self.redactors: dict[int, StreamRedactor] = {}
         self.template: dict[str, Any] | None = None  # the last chunk seen: id/model/created for an extra chunk
@@ -187,26 +220,56 @@ class SseRedactor:
         index = choice.get("index", 0)
         redactor = self.redactors.get(index)
         if redactor is None:
-            redactor = self.redactors[index] = self.make_redactor()
+            redactor = self.redactors[index] = self._watched(self.make_redactor())
+        logprobs = self.logprobs.get(index)
+        if logprobs is None:
+            logprobs = self.logprobs[index] = StreamLogprobs(self.route_kind, self.redaction_style)
         text = _get_path(choice, self.field)
+        logprobs.add(choice.get("logprobs"), text if isinstance(text, str) else "")
         out = redactor.feed(text) if isinstance(text, str) else ""
-        if choice.get("finish_reason") is not None:
+        finished = choice.get("finish_reason") is not None
+        if finished:
             out += redactor.finish()
             del self.redactors[index]
         if isinstance(text, str) or out:
             _set_path(choice, self.field, out)
+        if logprobs.seen:
+            choice["logprobs"] = logprobs.release(redactor.released_chars, redactor.take_redactions(), finished)
+        if finished:
+            del self.logprobs[index]
+
+    def _watched(self, redactor: StreamRedactor) -> StreamRedactor:
+        """The redactor, its findings also counted per stream (its own callback, the findings metric, still runs)."""
+        if self.count_request is None:
+            return redactor
+        count_request, per_finding = self.count_request, redactor.on_finding
+
+        def on_finding(entity: str, action: str) -> None:
+            if per_finding is not None:
+                per_finding(entity, action)
+            if action in ("redact", "block") and action not in self.counted:
+                self.counted.add(action)
+                count_request(f"output_{action}")
+
+        redactor.on_finding = on_finding
+        return redactor
 
     def _flush_all(self) -> bytes:
         events = []
         for index, redactor in sorted(self.redactors.items()):
             tail = redactor.finish()
-            if tail and self.template is not None:
+            logprobs = self.logprobs.get(index)
+            released = logprobs.release(redactor.released_chars, redactor.take_redactions(), True) if logprobs else None
+            if (tail or (released and any(released.get(k) for k in ("content", "tokens")))) and self.template:
                 chunk = {k: v for k, v in self.template.items() if k not in ("choices", "usage")}
                 choice: dict[str, Any] = {"index": index, "finish_reason": None}
                 _set_path(choice, self.field, tail)
+                if released is not None:
+                    choice["logprobs"] = released
                 chunk["choices"] = [choice]
                 events.append(encode_event(json.dumps(chunk)))
         self.redactors.clear()
+        self.logprobs.clear()
         return b"".join(events)
 
 
@@ -219,30 +282,6 @@ def _error_event(blocked: GuardrailBlocked) -> bytes:
         "code": "content_policy_violation",
     }
     return encode_event(json.dumps({"error": error}))
-
-
-def _text_slots(route_kind: str, body: dict) -> list[tuple[str, bool, tuple]]:
-    """(text, scored_for_injection, path into the body) for every text a request carries."""
-    slots: list[tuple[str, bool, tuple]] = []
-    if route_kind == CHAT:
-        for i, message in enumerate(body.get("messages") or []):
-            if not isinstance(message, dict):
-                continue
-            untrusted = message.get("role") in _UNTRUSTED_ROLES
-            content = message.get("content")
-            if isinstance(content, str):
-                slots.append((content, untrusted, ("messages", i, "content")))
-            elif isinstance(content, list):
-                for j, part in enumerate(content):
-                    if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
-                        slots.append((part["text"], untrusted, ("messages", i, "content", j, "text")))
-        return slots
-    prompt = body.get("prompt")
-    if isinstance(prompt, str):
-        slots.append((prompt, True, ("prompt",)))
-    elif isinstance(prompt, list):
-        slots += [(p, True, ("prompt", i)) for i, p in enumerate(prompt) if isinstance(p, str)]
-    return slots
 
 
 def _get_path(obj: Any, path: tuple) -> Any:

@@ -15,6 +15,13 @@ class GuardrailMetrics:
             ["tenant", "direction", "entity", "action"],
             registry=registry,
         )
+        self.request_actions = Counter(
+            "sluicegate_guardrail_actions",
+            "Requests a guardrail acted on, by action (input_detect, input_redact, input_block, output_redact, "
+            "output_block); a request counts once per action, however many findings",
+            ["action"],
+            registry=registry,
+        )
         self.check_seconds = Histogram(
             "sluicegate_guardrail_check_seconds",
             "CPU time of one input guardrail check (PII and injection)",
@@ -24,3 +31,7 @@ class GuardrailMetrics:
 
     def count(self, tenant: str, direction: str, entity: str, action: str, amount: int = 1) -> None:
         self.actions.labels(tenant=tenant, direction=direction, entity=entity, action=action).inc(amount)
+
+    def count_request(self, action: str) -> None:
+        """One request a guardrail acted on (the Grafana dashboard's "Guardrail actions" panel)."""
+        self.request_actions.labels(action=action).inc()

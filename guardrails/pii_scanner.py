@@ -31,7 +31,12 @@ from guardrails.errors import GuardrailConfigError
 from guardrails.findings import Finding, resolve_overlaps
 from guardrails.nlp_engine import make_nlp_engine
 from guardrails.policy import GuardrailPolicy
-from guardrails.recognizers import CaseInsensitiveIbanRecognizer, OfflineEmailRecognizer, own_recognizers
+from guardrails.recognizers import (
+    CaseInsensitiveIbanRecognizer,
+    OfflineEmailRecognizer,
+    SeparatedCardRecognizer,
+    own_recognizers,
+)
 
 # What a spaCy NER model adds; without one, NRP is refused (the shipped tagger covers the other three).
 SPACY_ENTITIES = frozenset({"PERSON", "LOCATION", "ORGANIZATION", "NRP"})
@@ -52,7 +57,7 @@ _TRIGGERS: dict[str, regex.Pattern] = {
     ),
     "JWT": regex.compile(r"eyJ"),
     "PRIVATE_KEY": regex.compile(r"PRIVATE KEY"),
-    "CREDIT_CARD": regex.compile(r"\d(?:[ \-]?\d){11}"),
+    "CREDIT_CARD": regex.compile(r"\d(?:[\-./_ \t]{0,3}\d){11}"),
     "US_SSN": regex.compile(r"\d{3}"),
     "MAC_ADDRESS": regex.compile(r"[0-9A-Fa-f]{2}[:\-.][0-9A-Fa-f]{2}"),
     "UUID": regex.compile(r"[0-9A-Fa-f]{8}-"),
@@ -67,9 +72,10 @@ _PHONE_MIN_DIGITS = 6
 
 
 def stock_recognizers() -> list[EntityRecognizer]:
-    """Presidio's default English pattern recognizers (as its default registry loads them), email made offline."""
+    """Presidio's default English pattern recognizers (as its default registry loads them), email made offline and
+    cards with any separator (recognizers.py)."""
     return [
-        stock.CreditCardRecognizer(),
+        SeparatedCardRecognizer(),
         stock.UsBankRecognizer(),
         stock.UsLicenseRecognizer(),
         stock.UsItinRecognizer(),

@@ -18,7 +18,7 @@ import guardrails.presidio_import  # noqa: F401  (before presidio/spacy: keeps t
 import regex
 import tldextract
 from presidio_analyzer import EntityRecognizer, Pattern, PatternRecognizer
-from presidio_analyzer.predefined_recognizers import EmailRecognizer, IbanRecognizer
+from presidio_analyzer.predefined_recognizers import CreditCardRecognizer, EmailRecognizer, IbanRecognizer
 
 from guardrails.ner.address import StreetAddressRecognizer
 from guardrails.ner.recognizer import NerRecognizer
@@ -65,6 +65,31 @@ class CaseInsensitiveIbanRecognizer(IbanRecognizer):
 
     def validate_result(self, pattern_text: str) -> bool | None:
         return super().validate_result(pattern_text.upper())
+
+
+# Between a card's digit groups: what people (and attackers) type, up to three of them ("4111 - 1111").
+_CARD_SEPARATOR = r"[\-./_ \t]{0,3}"
+
+
+class SeparatedCardRecognizer(CreditCardRecognizer):
+    """Presidio's card recognizer with more separators between the digit groups: dots, slashes, underscores, tabs
+    and runs of up to three (`4111.1111.1111.1111`, `4111 / 1111 / ...`), still Luhn-checked. Presidio's pattern
+    takes a single space or hyphen, so a dotted number reached the model in clear."""
+
+    PATTERNS = [
+        Pattern(
+            "All Credit Cards (weak, any separator)",
+            rf"\b(?!1\d{{12}}(?!\d))((4\d{{3}})|(5[0-5]\d{{2}})|(6\d{{3}})|(1\d{{3}})|(3\d{{3}})){_CARD_SEPARATOR}"
+            rf"(\d{{3,4}}){_CARD_SEPARATOR}(\d{{3,4}}){_CARD_SEPARATOR}(\d{{3,5}})\b",
+            0.3,
+        )
+    ]
+
+    def __init__(self) -> None:
+        super().__init__(
+            patterns=self.PATTERNS,
+            replacement_pairs=[("-", ""), (" ", ""), (".", ""), ("/", ""), ("_", ""), ("\t", "")],
+        )
 
 
 class ApiKeyRecognizer(PatternRecognizer):

@@ -11,12 +11,18 @@ The cut is the start of the longest trailing run that could still grow into an e
 SSN), or an IBAN's groups. When the policy asks for PERSON / LOCATION / ORGANIZATION, also a trailing run of
 capitalized words ("Maria", "Maria del", "Bank of") and the two words after it: a name grows word by word, and the
 tagger reads two words of right context ("Jordan said" is a person, "Jordan river" a place), so a name is scanned
-only once those words have arrived, and a name split over 1-3 character chunks is never sent in part. A finding that
-straddles the cut moves the cut to its start. Everything before the cut is scanned with the tenant's policy and
-emitted at once, redacted.
+only once those words have arrived, and a name split over 1-3 character chunks is never sent in part. With LOCATION,
+also a house number and up to five words after it ("2212 Orchard Way", "6 place de la Sonnen"): a street address
+still arriving. A finding that straddles the cut moves the cut to its start, and so does a name or address finding
+followed by fewer than three words: an address grows after it is first recognised ("Orchardring 49" + ", 93468
+Munich", "2212 Orchard Way" + ", Delhi, WA 78878"). Everything before the cut is scanned as a reader sees it
+(readable.py: normalized, base64 runs decoded) with the tenant's policy and emitted at once, redacted.
+`released_chars` and `take_redactions()` tell SseRedactor which characters went out and which were redacted, so a
+token's logprobs go out with, and are redacted like, its characters (logprobs.py).
 
 Bound: the pending (held-back) text never exceeds `stream_max_holdback_chars` (default 96) characters after a
-`feed` returns, for every entity type, names included; a longer run is cut at that bound. A secret longer than
+`feed` returns, for every entity type, names and addresses included; a longer run is cut at that bound (so a name or
+address is whole only while it and its right context fit in that many characters). A secret longer than
 that (a PEM private key, a long JWT or API key) is swallowed instead: once its start is recognised (the PEM BEGIN
 line, a finding still growing at the end, or a run starting with a key prefix) the placeholder is emitted (or one `*`
 per character, for masking) and the rest is dropped until the secret ends (the PEM END line, or a character no key or
@@ -34,6 +40,7 @@ from guardrails.errors import OutputBlocked
 from guardrails.findings import Finding, redact
 from guardrails.pii_scanner import PiiScanner
 from guardrails.policy import GuardrailPolicy
+from guardrails.readable import find_readable
 
 _TRAILING_RUN = regex.compile(r"\S+$")
 _TAILS = (
@@ -61,6 +68,13 @@ _NAME_TAIL = regex.compile(
     r"(?:[^\w\s]{0,3}\s*[\p{L}\p{M}\d'’\-]*){0,2}[^\w\s]{0,3}\s*$"
 )
 _NAME_ENTITIES = frozenset({"PERSON", "LOCATION", "ORGANIZATION"})
+# A house number and the words after it, up to a street type ("2212 Orchard Way", "6 place de la Sonnen"): an address
+# still arriving, held so its number is not sent before the address is recognised.
+_ADDRESS_START_TAIL = regex.compile(r"\b\d{1,5}[A-Za-z]?(?:[-–]\d{1,5})?,?(?:\s+[\p{L}\p{M}'’.\-/]+){0,5}\s*$")
+# A name or address grows by words after it is first recognised ("Orchardring 49" + ", 93468 Munich", "Maria" +
+# "Gonzalez"); one is released once this many words follow it.
+_GROWTH_WORDS = 3
+_WORDS_AFTER = regex.compile(rf"(?:\W*\w+\b){{{_GROWTH_WORDS}}}")
 # A BEGIN line still arriving ("-----BEG", "-----BEGIN RSA PRIV"): held so the header is not sent in clear.
 _PEM_BEGIN_TAIL = regex.compile(r"-----BEGIN[A-Z0-9 ]*-{0,5}$|-{1,5}[BEGIN]{0,4}$")
 
@@ -87,16 +101,28 @@ class StreamRedactor:
         self._context = ""  # already emitted original text: context words for the scan, never re-emitted
         self._pending = ""  # received, not yet emitted
         self._swallow_end: regex.Pattern | None = None  # set while dropping the rest of a long secret
+        self._swallow_entity = ""
+        self._swallow_first = False  # no piece of the secret dropped yet: the next one carries the placeholder
+        self.released_chars = 0
+        """Characters of the original text emitted or dropped so far: where the pending text starts."""
+        self._redactions: list[Finding] = []
         self._watch_pem = "PRIVATE_KEY" in policy.pii_entities and self.action in ("redact", "block")
         self._tails = (
             _TAILS
             + ((_PEM_BEGIN_TAIL,) if self._watch_pem else ())
             + ((_NAME_TAIL,) if _NAME_ENTITIES & set(policy.pii_entities) else ())
+            + ((_ADDRESS_START_TAIL,) if "LOCATION" in policy.pii_entities else ())
         )
 
     @property
     def held_chars(self) -> int:
         return len(self._pending)
+
+    def take_redactions(self) -> list[Finding]:
+        """What was redacted or dropped since the last call, in offsets of the whole original text (0 = the first
+        character fed): the logprobs of those characters' tokens are redacted the same way (logprobs.py)."""
+        taken, self._redactions = self._redactions, []
+        return taken
 
     def feed(self, delta: str) -> str:
         """Append a delta; return the text that can be sent now (possibly empty). Raises OutputBlocked."""
@@ -127,9 +153,9 @@ class StreamRedactor:
         cut = len(text) if final else self._tail_cut(text, offset)
         if cut == offset and len(text) - offset <= self.max_holdback_chars:
             return ""  # all of it may still grow into an entity: nothing to emit, so nothing to scan yet
-        findings = [f for f in self.scanner.scan(text, self.policy) if f.end > offset]
+        findings = [f for f in find_readable(self.scanner, text, self.policy) if f.end > offset]
         for finding in sorted(findings, key=lambda f: -f.start):
-            if finding.start < cut < finding.end:
+            if finding.start < cut < finding.end or (not final and self._may_grow(text, finding, cut)):
                 cut = max(finding.start, offset)
         if len(text) - cut > self.max_holdback_chars:
             secret = self._overlong_secret(text, findings)
@@ -141,6 +167,13 @@ class StreamRedactor:
                 if finding.start < cut < finding.end:
                     cut = finding.end
         return self._emit(text, offset, cut, [f for f in findings if f.start < cut])
+
+    @staticmethod
+    def _may_grow(text: str, finding: Finding, cut: int) -> bool:
+        """A name or address before the cut with fewer than _GROWTH_WORDS words after it: it may still grow."""
+        return (
+            finding.entity in _NAME_ENTITIES and finding.start < cut and _WORDS_AFTER.match(text, finding.end) is None
+        )
 
     def _tail_cut(self, text: str, offset: int) -> int:
         """Start of the longest trailing run that could still grow into an entity (within the window)."""
@@ -154,16 +187,16 @@ class StreamRedactor:
         return cut
 
     def _overlong_secret(self, text: str, findings: list[Finding]) -> tuple[str, int] | None:
-        """(entity, start) of a secret still growing at the end of an over-long trailing run, if any."""
-        growing = [f for f in findings if f.end == len(text)]
-        if growing:
-            return growing[0].entity, growing[0].start
+        """(entity, start) of a secret still growing at the end of an over-long trailing run, if any: the one that
+        starts first (a JWT's `eyJ` header before a finding in its decoded payload)."""
+        candidates = [(f.entity, f.start) for f in findings if f.end == len(text)]
         run = _TRAILING_RUN.search(text, max(0, len(text) - 4 * self.max_holdback_chars))
         prefix = _SECRET_PREFIXES.search(run[0]) if run is not None else None
-        if prefix is None:
-            return None
-        entity = _SECRET_PREFIX_ENTITY.get(prefix[0], "API_KEY")
-        return (entity, run.start() + prefix.start()) if entity in self.policy.pii_entities else None
+        if run is not None and prefix is not None:
+            entity = _SECRET_PREFIX_ENTITY.get(prefix[0], "API_KEY")
+            if entity in self.policy.pii_entities:
+                candidates.append((entity, run.start() + prefix.start()))
+        return min(candidates, key=lambda candidate: candidate[1], default=None)
 
     def _emit(self, text: str, offset: int, cut: int, findings: list[Finding]) -> str:
         # A finding that started in already-emitted context cannot be unsent; redact the part not yet sent.
@@ -173,6 +206,8 @@ class StreamRedactor:
         out = text[offset:cut]
         if self.action == "redact" and local:
             out = redact(out, local, self.policy.redaction_style)
+            self._redactions += [f.shifted(self.released_chars) for f in local]
+        self.released_chars += cut - offset
         self._context = text[max(0, cut - self.context_chars) : cut]
         self._pending = text[cut:]
         return out
@@ -188,7 +223,10 @@ class StreamRedactor:
     def _start_swallow(self, text: str, offset: int, start: int, entity: str, end: regex.Pattern, final: bool) -> str:
         start = max(start, offset)
         before = self._emit(
-            text[:start], offset, start, [f for f in self.scanner.scan(text[:start], self.policy) if f.end > offset]
+            text[:start],
+            offset,
+            start,
+            [f for f in find_readable(self.scanner, text[:start], self.policy) if f.end > offset],
         )
         if self.action == "detect":  # nothing to hide: count it and let the text through
             if self.on_finding is not None:
@@ -197,12 +235,15 @@ class StreamRedactor:
             return before + self._release_clear(final)
         self._act(entity)
         self._swallow_end = end
+        self._swallow_entity = entity
+        self._swallow_first = True
         self._pending = text[start:]
         placeholder = f"<{entity}>" if self.policy.redaction_style == "placeholder" else ""
         return before + placeholder + self._swallow(final)
 
     def _release_clear(self, final: bool) -> str:
         out, self._pending = self._pending, ""
+        self.released_chars += len(out)
         self._context = out[-self.context_chars :] if self.context_chars else ""
         return out
 
@@ -215,10 +256,21 @@ class StreamRedactor:
             # Keep the tail that could be the start of the end line; a pending text shorter than that keeps it all.
             dropped = self._pending[: max(0, len(self._pending) - keep)]
             self._pending = self._pending[len(dropped) :]
+            self._dropped(len(dropped))
             return "*" * len(dropped) if masking else ""
         secret_end = end.end() if self._swallow_end is _PEM_END else end.start()
         masked = "*" * secret_end if masking else ""
+        self._dropped(secret_end)
         self._swallow_end = None
         self._context = ""
         self._pending = self._pending[secret_end:]
         return masked + self._release(final)
+
+    def _dropped(self, chars: int) -> None:
+        if chars:
+            start = self.released_chars
+            self._redactions.append(
+                Finding(self._swallow_entity, start, start + chars, 1.0, continuation=not self._swallow_first)
+            )
+            self._swallow_first = False
+            self.released_chars += chars

@@ -18,7 +18,8 @@ class InputVerdict:
     texts: tuple[str, ...]
     """The texts to forward: redacted where the action is `redact`, else the originals."""
     findings: tuple[tuple[Finding, ...], ...]
-    """Per text, the PII found (offsets into the original text)."""
+    """Per text, the PII found (offsets into the original text); an entity split across texts has a piece in each,
+    all but the first marked `continuation`."""
     injection_score: float
     """Highest injection score over the texts; 0.0 when the injection check is off."""
     injection_rules: tuple[str, ...]
@@ -31,7 +32,7 @@ class InputVerdict:
         return self.action == "block"
 
     def entity_counts(self) -> dict[str, int]:
-        return dict(Counter(f.entity for per_text in self.findings for f in per_text))
+        return dict(Counter(f.entity for per_text in self.findings for f in per_text if not f.continuation))
 
     def header_value(self) -> str:
         """For a response header such as `x-sluicegate-guardrails`:

@@ -186,22 +186,31 @@ def record_span(
     span.end(end_time=end_time_ns)
 
 
+UNTRACED_PATHS = frozenset({"/health", "/metrics"})
+"""Probes and scrapes: every router and Prometheus polls them every few seconds, and as root traces of their own they
+would bury the requests' traces (and the sampling budget)."""
+
+
 class TracingMiddleware:
     """Plain ASGI: one SERVER span per HTTP request, continuing the caller's `traceparent`, with the method, path,
     status code and the response's `x-request-id` as attributes. Passes requests straight through while tracing is
-    off. The span stays current for the whole call, so stage spans nest under it and streams are timed to their end.
+    off, and always for `untraced_paths` (/health and /metrics by default). The span stays current for the whole call,
+    so stage spans nest under it and streams are timed to their end.
     """
 
     state: State
     """The wrapped app's state, where the builder sets it (build_app: the Starlette app's `app.state`)."""
 
-    def __init__(self, app: ASGIApp, scope_name: str, span_name: str) -> None:
+    def __init__(
+        self, app: ASGIApp, scope_name: str, span_name: str, untraced_paths: frozenset[str] = UNTRACED_PATHS
+    ) -> None:
         self.app = app
         self.scope_name = scope_name
         self.span_name = span_name
+        self.untraced_paths = untraced_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or _provider is None:
+        if scope["type"] != "http" or _provider is None or scope["path"] in self.untraced_paths:
             await self.app(scope, receive, send)
             return
         attributes = {"http.request.method": scope["method"], "url.path": scope["path"]}

@@ -281,10 +281,14 @@ def test_dashboard_queries_only_metrics_the_gateway_and_engine_export():
     from engine.server.metrics import ServerMetrics
     from gateway.metrics import GatewayMetrics
     from gateway.routing.metrics import RoutingMetrics
+    from guardrails.metrics import GuardrailMetrics
 
     engine_metrics = ServerMetrics("tiny")
-    gateway_registry = GatewayMetrics().registry
+    gateway_metrics = GatewayMetrics()
+    gateway_metrics.redis_up(True)  # made by the Redis-backed store: a gateway without Redis has no such series
+    gateway_registry = gateway_metrics.registry
     RoutingMetrics(gateway_registry)  # the prefix-aware router registers its series on the gateway's registry
+    GuardrailMetrics(gateway_registry)  # and so do guardrails, with a `guardrails` section
     known = exported_sample_names(gateway_registry) | exported_sample_names(engine_metrics.registry)
 
     dashboard = json.loads((ROOT / "config/grafana/dashboards/sluicegate.json").read_text())

@@ -25,6 +25,7 @@ from bench.sim.kv import BLOCK_TOKENS, leading_blocks
 from bench.sim.profiles import StepProfile
 from bench.sim.replica import SimReplica, SimRequest
 from bench.traces import TraceRequest
+from engine.prefix_eviction import PrefixEviction
 from gateway.routing.history_index import HistoryIndex
 from gateway.routing.policies.base import Candidate, Policy, PolicyRequest, ReplicaLoad
 from gateway.routing.prefix_index import match_prefix
@@ -41,6 +42,8 @@ class ClusterSpec:
     """Per replica: the prefix cache and the running requests' KV share it."""
     time_scale: float
     """Trace seconds are multiplied by this (above 1: arrivals spread out)."""
+    prefix_eviction: PrefixEviction = PrefixEviction.GDSF
+    """Which unreferenced cached blocks a replica evicts first (the engine's --prefix-eviction)."""
 
 
 @dataclass
@@ -96,7 +99,9 @@ def simulate(
     history: HistoryIndex | None = None,
     label: str | None = None,
 ) -> RunResult:
-    replicas = [SimReplica(i, spec.profile, spec.kv_capacity_tokens) for i in range(spec.num_replicas)]
+    replicas = [
+        SimReplica(i, spec.profile, spec.kv_capacity_tokens, spec.prefix_eviction) for i in range(spec.num_replicas)
+    ]
     views = [_RouterView() for _ in replicas]
     names = [f"r{i}" for i in range(spec.num_replicas)]
     sims = [

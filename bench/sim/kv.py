@@ -2,15 +2,17 @@
 
 A prompt block is resident once a request's prefill has computed it (`publish`); from then on later requests match
 it. While a request runs, its blocks are referenced and cannot be evicted; when it ends they stay cached,
-unreferenced, in LRU order, until space is needed (`make_room`). Blocks a prefill is still computing are allocated
+unreferenced, until space is needed (`make_room`): the engine's eviction policy (engine/prefix_eviction.py, LRU or
+GreedyDual-Size-Frequency) picks which go. Blocks a prefill is still computing are allocated
 (`pending_blocks`) but not matchable: a second request with the same prefix that arrives meanwhile computes it again,
 as in the engine. Decode tokens are private to their request and freed when it ends.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Container, Sequence
+
+from engine.prefix_eviction import EvictionPolicy, PrefixEviction, make_eviction_policy
 
 BLOCK_TOKENS = 512
 
@@ -26,12 +28,12 @@ def leading_blocks(hashes: Sequence[int], held: Container[int]) -> int:
 
 
 class ReplicaKv:
-    def __init__(self, capacity_tokens: int) -> None:
+    def __init__(self, capacity_tokens: int, eviction: PrefixEviction | str = PrefixEviction.GDSF) -> None:
         self.capacity_tokens = capacity_tokens
         self.refs: dict[int, int] = {}
-        """Resident block id -> running requests that use it (0: cached only, and in `lru`)."""
-        self.lru: OrderedDict[int, None] = OrderedDict()
-        """Unreferenced resident blocks, least recently used first: the evictable ones."""
+        """Resident block id -> running requests that use it (0: cached only, and in `evictable`)."""
+        self.evictable: EvictionPolicy[int] = make_eviction_policy(eviction)
+        """Unreferenced resident blocks, in the order the policy evicts them."""
         self.pending_blocks = 0
         self.decode_tokens = 0
 
@@ -40,18 +42,17 @@ class ReplicaKv:
 
     def reclaimable_tokens(self) -> int:
         """Free plus evictable: what running requests may still grow into."""
-        return self.capacity_tokens - self.used_tokens() + BLOCK_TOKENS * len(self.lru)
+        return self.capacity_tokens - self.used_tokens() + BLOCK_TOKENS * len(self.evictable)
 
     def matched_blocks(self, hashes: Sequence[int]) -> int:
         return leading_blocks(hashes, self.refs)
 
     def make_room(self, tokens: int) -> bool:
-        """Evict LRU blocks until `tokens` fit; False (nothing evicted beyond need) when they cannot."""
+        """Evict blocks (the policy's victims) until `tokens` fit; False (nothing evicted) when they cannot."""
         if self.reclaimable_tokens() < tokens:
             return False
         while self.capacity_tokens - self.used_tokens() < tokens:
-            block_id, _ = self.lru.popitem(last=False)
-            del self.refs[block_id]
+            del self.refs[self.evictable.evict()]
         return True
 
     def acquire(self, hashes: Sequence[int], matched: int, headroom_tokens: int = 0) -> bool:
@@ -82,10 +83,11 @@ class ReplicaKv:
             count = self.refs[block_id] - 1
             self.refs[block_id] = count
             if count == 0:
-                self.lru[block_id] = None
+                self.evictable.free(block_id)
 
     def _ref(self, block_id: int) -> None:
-        count = self.refs.get(block_id, 0)
+        count = self.refs.get(block_id)
         if count == 0:
-            self.lru.pop(block_id, None)
-        self.refs[block_id] = count + 1
+            self.evictable.revive(block_id)
+        self.evictable.touch(block_id)  # a use: the hit, or the prefill that computed it
+        self.refs[block_id] = (count or 0) + 1

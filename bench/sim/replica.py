@@ -11,7 +11,7 @@ for their total time, the context growing by one token per row per step) up to t
 boundary after the cluster's next arrival, or the KV limit. A request that arrives mid-step waits for that step,
 as in the engine.
 
-KV pressure: decode growth first evicts unreferenced cached blocks (LRU); when none are left the most recently
+KV pressure: decode growth first evicts unreferenced cached blocks (the replica's eviction policy); when none are left the most recently
 admitted request is preempted (its blocks freed, recomputed later: vLLM's recompute preemption).
 """
 
@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from bench.sim.kv import BLOCK_TOKENS, ReplicaKv
 from bench.sim.profiles import StepProfile
+from engine.prefix_eviction import PrefixEviction
 
 
 @dataclass(slots=True, eq=False)
@@ -52,10 +53,12 @@ class StepPlan:
 
 
 class SimReplica:
-    def __init__(self, index: int, profile: StepProfile, kv_capacity_tokens: int) -> None:
+    def __init__(
+        self, index: int, profile: StepProfile, kv_capacity_tokens: int, eviction: PrefixEviction = PrefixEviction.GDSF
+    ) -> None:
         self.index = index
         self.profile = profile
-        self.kv = ReplicaKv(kv_capacity_tokens)
+        self.kv = ReplicaKv(kv_capacity_tokens, eviction)
         self.waiting: deque[SimRequest] = deque()
         self.prefilling: list[SimRequest] = []
         self.decoding: set[SimRequest] = set()

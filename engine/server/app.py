@@ -33,8 +33,9 @@ from engine.server.formats import ChatFormat, CompletionFormat
 from engine.server.kv_events import KVEventHub
 from engine.server.metrics import CONTENT_TYPE, ServerMetrics
 from engine.server.request_context import RequestContextMiddleware, context_of
+from engine.server.request_log import REQUEST_LOGGER, RequestLogMiddleware
 from engine.server.tokenization import Tokenization
-from sluicegate import tracing
+from sluicegate import json_logs, tracing
 from sluicegate.tracing import TracingMiddleware
 
 logger = logging.getLogger(__name__)
@@ -82,6 +83,8 @@ def create_app(llm_engine, config: ServerConfig, on_fatal: Callable[[BaseExcepti
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
+        if config.request_log:
+            json_logs.to_stdout(REQUEST_LOGGER)  # JSON lines, written off the event loop
         replica.engine.start()
         try:
             yield
@@ -95,6 +98,7 @@ def create_app(llm_engine, config: ServerConfig, on_fatal: Callable[[BaseExcepti
         middleware=[
             Middleware(TracingMiddleware, scope_name="engine", span_name=tracing.ENGINE_REQUEST),
             Middleware(RequestContextMiddleware),
+            Middleware(RequestLogMiddleware, model=replica.model_name, enabled=config.request_log),
         ],
         exception_handlers={APIError: _api_error, HTTPException: _http_error, Exception: _internal_error},
         lifespan=lifespan,

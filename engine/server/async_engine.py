@@ -37,6 +37,7 @@ from engine.server.errors import (
 )
 from engine.server.kv_events import KVEventHub, SequencedEvent, Snapshot
 from engine.server.metrics import ServerMetrics
+from engine.structured.spec import GrammarSpec
 from sluicegate import tracing
 
 logger = logging.getLogger(__name__)
@@ -217,6 +218,8 @@ class AsyncEngine:
                 f"limit {self.max_waiting_requests}); retry later.",
                 self.retry_after_s,
             )
+        if params.structured is not None:
+            await self._compile_grammar(params.structured)
         stream = OutputStream(request_ids, arrival_time_s, self.metrics, params.n)
         for index, request_id in enumerate(request_ids):
             self._streams[request_id] = (stream, index)
@@ -232,6 +235,17 @@ class AsyncEngine:
             if future.cancelled() or future.exception() is not None:
                 self._forget(stream)
         return stream
+
+    async def _compile_grammar(self, spec: GrammarSpec) -> None:
+        """Wait here, not in the engine thread, for the request's grammar (compiled in a worker thread, or cached):
+        other requests keep decoding meanwhile, and a bad schema is this request's 400."""
+        try:
+            # Shielded: a client that leaves must not cancel the compile that the cache hands to the next one.
+            await asyncio.shield(asyncio.wrap_future(self.engine.grammars.submit(spec)))
+        except RequestError as exc:
+            self.metrics.request_rejected(type(exc).__name__)
+            # The cached failure may have come from a request that named the grammar with another field.
+            raise InvalidRequestError(str(exc), param=spec.param) from None
 
     def abort(self, stream: OutputStream) -> None:
         """Stop a stream's unfinished requests (client gone); their blocks are freed before the next step."""

@@ -24,4 +24,7 @@ class ServerConfig(Schema):
     drain_timeout_s: Annotated[float, Field(ge=0.0)] = 30.0
     """On SIGTERM: stop admitting, let in-flight requests finish for up to this long, end the rest, then exit."""
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
-    """uvicorn's and the engine's log level."""
+    """uvicorn's and the engine's log level (the request log is written at any level)."""
+    request_log: bool = True
+    """One JSON line per generation request on stdout (logger `sluicegate.engine.requests`): status, tokens,
+    timings, never text."""

@@ -21,6 +21,7 @@ from engine.server import sse
 from engine.server.async_engine import AsyncEngine, OutputStream
 from engine.server.errors import APIError, InvalidRequestError
 from engine.server.protocol import GenerateRequest, token_ids
+from engine.server.request_context import context_of
 from engine.server.tokenization import Tokenization
 
 
@@ -30,9 +31,14 @@ class _Usage:
 
     prompt_tokens: list[int]
     cached_tokens: list[int]
+    stream: bool
     completion_tokens: dict[int, int] = field(default_factory=dict)  # choice index -> tokens
+    first_token_s: float = 0.0
+    """time.monotonic() when the first output arrived (the request log's TTFT); 0.0 until then."""
 
     def update(self, prompt_index: int, output: RequestOutput, n: int) -> None:
+        if not self.first_token_s:
+            self.first_token_s = time.monotonic()
         self.cached_tokens[prompt_index] = output.num_cached_tokens
         for choice in output.outputs:
             self.completion_tokens[prompt_index * n + choice.index] = len(choice.token_ids)
@@ -78,7 +84,8 @@ async def serve(
     request_ids = [f"{response_id}-{i}" for i in range(len(prompts))]
     stream = await engine.add_requests(request_ids, prompts, request.params, request.cache_salt, arrival_time_s)
     head = {"id": response_id, "object": fmt.object_name, "created": int(time.time()), "model": model_name}
-    usage = _Usage([len(p) for p in prompts], [0] * len(prompts))
+    usage = _Usage([len(p) for p in prompts], [0] * len(prompts), request.stream)
+    context_of(http_request.scope).generation = usage  # the request log reads its counts when the request ends
     if request.stream:
         chunk_head = {**head, "object": fmt.chunk_object_name}
         return sse.response(_chunks(stream, request, fmt, engine, chunk_head, usage))

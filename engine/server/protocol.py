@@ -21,6 +21,7 @@ from engine.server.request_bodies import (
     TokenizeBody,
     validate,
 )
+from engine.structured.spec import GrammarSpec
 
 # /v1/completions without max_tokens generates this many, as OpenAI and vLLM do; chat runs up to the context.
 COMPLETION_DEFAULT_MAX_TOKENS = 16
@@ -168,10 +169,44 @@ def _sampling_params(
             logprobs=logprobs,
             presence_penalty=float(body.get("presence_penalty", 0.0)),
             frequency_penalty=float(body.get("frequency_penalty", 0.0)),
+            structured=_grammar_spec(body),
         )
     except RequestError as exc:
         param = max_tokens_field if exc.param == "max_tokens" else exc.param
         raise InvalidRequestError(str(exc), param=param) from None
+
+
+_GUIDED_FIELDS = ("guided_json", "guided_regex", "guided_choice")
+
+
+def _grammar_spec(body: GenerateBody) -> GrammarSpec | None:
+    """The grammar the output must follow: response_format (other than text) or one of vLLM's guided_* fields."""
+    response_format = body.get("response_format")
+    wants_format = response_format is not None and response_format["type"] != "text"
+    given = (["response_format"] if wants_format else []) + [name for name in _GUIDED_FIELDS if name in body]
+    if len(given) > 1:
+        raise InvalidRequestError(
+            f"Give at most one of response_format, {', '.join(_GUIDED_FIELDS)}; got {' and '.join(given)}.",
+            param=given[1],
+        )
+    if "guided_json" in body:
+        return GrammarSpec.json_schema(body["guided_json"], "guided_json")
+    if "guided_regex" in body:
+        return GrammarSpec.regex(body["guided_regex"])
+    if "guided_choice" in body:
+        return GrammarSpec.choice(body["guided_choice"])
+    if not wants_format:
+        return None
+    assert response_format is not None  # wants_format
+    if response_format["type"] == "json_object":
+        return GrammarSpec.json_object()
+    if "json_schema" not in response_format:
+        raise InvalidRequestError(
+            "Missing required parameter: 'response_format.json_schema'.", param="response_format.json_schema"
+        )
+    schema = response_format["json_schema"].get("schema")
+    param = "response_format.json_schema"
+    return GrammarSpec.json_object(param) if schema is None else GrammarSpec.json_schema(schema, param)
 
 
 def _present(body: dict) -> dict:

@@ -22,6 +22,7 @@ from typing_extensions import TypedDict  # pydantic needs this one on Python < 3
 
 from engine.sampling_params import MAX_LOGPROBS
 from engine.server.errors import InvalidRequestError
+from engine.structured.spec import MAX_CHOICES
 
 MAX_N = 128
 MAX_PROMPTS = 256
@@ -85,6 +86,20 @@ class StreamOptions(TypedDict, total=False):
 
 
 @with_config(_STRICT)
+class JsonSchemaFormat(TypedDict, total=False):
+    name: Required[Text]
+    schema: dict[str, Any]  # OpenAI's default when absent: any JSON object
+    strict: bool | None  # accepted; the output follows the schema exactly either way
+    description: Text
+
+
+@with_config(_STRICT)
+class ResponseFormat(TypedDict, total=False):
+    type: Required[Literal["text", "json_object", "json_schema"]]
+    json_schema: JsonSchemaFormat  # required for type json_schema (protocol.py checks)
+
+
+@with_config(_STRICT)
 class GenerateBody(TypedDict, total=False):
     """Fields both generation endpoints take."""
 
@@ -106,6 +121,10 @@ class GenerateBody(TypedDict, total=False):
     min_tokens: Annotated[int, Field(ge=0)]
     stop_token_ids: StopTokenIds
     cache_salt: Text
+    response_format: ResponseFormat
+    guided_json: dict[str, Any] | Text  # vLLM's structured-output fields; at most one of these four per request
+    guided_regex: Text
+    guided_choice: Annotated[list[Text], Field(min_length=1, max_length=MAX_CHOICES)]
     # Accepted only when absent or at a value that changes nothing.
     echo: Annotated[Any, _default_only(False)]
     suffix: Annotated[Any, _default_only("")]
@@ -115,7 +134,6 @@ class GenerateBody(TypedDict, total=False):
     functions: Annotated[Any, _default_only([])]
     function_call: Annotated[Any, _default_only("none", "auto")]
     parallel_tool_calls: Annotated[Any, _default_only(True, False)]
-    response_format: Annotated[Any, _default_only({"type": "text"})]
     # Accepted and ignored: bookkeeping for OpenAI's platform, nothing that changes the generated tokens.
     store: Any
     metadata: Any
@@ -199,6 +217,6 @@ def _param(loc: tuple[int | str, ...]) -> str:
     parts of `loc` (list indexes, pydantic's names for union members) are not the client's."""
     if loc[0] == "messages" and len(loc) > 1:
         return f"messages[{loc[1]}]" + (f".{loc[2]}" if len(loc) > 2 else "")
-    if loc[0] == "stream_options" and len(loc) > 1:
-        return f"stream_options.{loc[1]}"
+    if loc[0] in ("stream_options", "response_format") and len(loc) > 1:
+        return f"{loc[0]}.{loc[1]}"
     return str(loc[0])

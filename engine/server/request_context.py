@@ -8,6 +8,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Protocol
 
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -16,11 +17,24 @@ _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]
 _MAX_REQUEST_ID_CHARS = 256
 
 
+class Generation(Protocol):
+    """A generation request's counts and timings as it runs; never its text."""
+
+    stream: bool
+    first_token_s: float
+    """time.monotonic() of the first generated token; 0.0 until one is."""
+
+    def as_dict(self) -> dict:
+        """OpenAI's usage object: prompt_tokens, completion_tokens, prompt_tokens_details.cached_tokens."""
+
+
 @dataclass
 class RequestContext:
     request_id: str
     traceparent: str | None
     arrival_time_s: float  # time.monotonic()
+    generation: Generation | None = None
+    """Set by a generation request (generation.serve): what its request-log line reports (request_log.py)."""
 
 
 def context_of(scope: Scope) -> RequestContext:

@@ -17,12 +17,18 @@ the store at once; gateways see it on their next request (auth.py explains how).
 
 Every write changes only the fields it names, in one store step (field-level Lua scripts in Redis): a
 revocation racing a PATCH or a rotation is never undone.
-    GET    /tenants/{tenant}/usage?days=7             per day: totals, per model, per key
+    GET    /tenants/{tenant}/usage?days=7             per day and in total over the days: tokens and cost
+                                                      (micro-dollars and USD), per model, per key
     ...    /models/{model}/replicas[/{name}[/drain]]  replica pools at run time (replicas.py)
+
+The store steps behind the handlers (new_tenant, change_tenant, remove_tenant, find_key, issue_key, change_key,
+rotate, remove_key, usage_days) are functions of their own: the web console (admin/console/) calls the same ones. Those
+that change something write the audit log (admin/audit.py); the caller names who with `audit.acting_as`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hmac
 import json
@@ -34,7 +40,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway.admin import replicas
+from gateway.admin import audit, replicas
 from gateway.admin.tenants import (
     MAX_UNIX_S,
     ApiKey,
@@ -52,6 +58,7 @@ from gateway.admin.types import AdminGateway
 from gateway.errors import ApiError, invalid_request, unavailable
 from gateway.store.base import KEY_EXPIRED, KEY_MISSING, KEY_REVOKED, AdminStore, StoreUnavailable
 from gateway.store.clock import periods
+from gateway.store.spend import usd
 
 MAX_USAGE_DAYS = 400
 DEFAULT_ROTATION_GRACE_S = 86_400.0
@@ -76,7 +83,8 @@ def admin_routes(gw: AdminGateway) -> list[Route]:
             if scheme.lower() != "bearer" or not hmac.compare_digest(given_token.strip().encode(), token.encode()):
                 return _error(ApiError(401, "Invalid admin token.", code="invalid_admin_token"))
             try:
-                response = await handler(request, gw.store)
+                with audit.acting_as(audit.client_address(request)):  # who, for the audit log (admin/audit.py)
+                    response = await handler(request, gw.store)
                 if request.method != "GET" and "tenant" in request.path_params:
                     gw.admin_changed(request.path_params["tenant"])
                 return response
@@ -87,13 +95,7 @@ def admin_routes(gw: AdminGateway) -> list[Route]:
 
         return run
 
-    check_policy = policy_name_check(gw.hooks)  # a guardrail policy name this gateway does not define is a 400
-
-    def check_tenant(tenant: Tenant, updates: dict[str, Any]) -> Tenant:
-        tenant = apply_tenant_fields(tenant, updates, check_policy)
-        check_models_served(tenant.models, gw.config.models)
-        return tenant
-
+    check_tenant = tenant_checker(gw)
     return [
         Route("/tenants", endpoint(list_tenants), methods=["GET"]),
         Route("/tenants", endpoint(functools.partial(create_tenant, check_tenant=check_tenant)), methods=["POST"]),
@@ -133,6 +135,18 @@ def admin_routes(gw: AdminGateway) -> list[Route]:
     ]
 
 
+def tenant_checker(gw: AdminGateway) -> CheckTenant:
+    """Validates an update against this gateway: a guardrail policy or model it does not define is a 400."""
+    check_policy = policy_name_check(gw.hooks)
+
+    def check_tenant(tenant: Tenant, updates: dict[str, Any]) -> Tenant:
+        tenant = apply_tenant_fields(tenant, updates, check_policy)
+        check_models_served(tenant.models, gw.config.models)
+        return tenant
+
+    return check_tenant
+
+
 async def _json(request: Request) -> dict[str, Any]:
     raw = await request.body()
     if not raw:
@@ -155,8 +169,13 @@ async def _tenant(request: Request, store: AdminStore) -> Tenant:
 
 
 async def _key(request: Request, store: AdminStore) -> ApiKey:
-    tenant = await _tenant(request, store)
-    key_id = request.path_params["key_id"]
+    return await find_key(store, (await _tenant(request, store)).id, request.path_params["key_id"])
+
+
+async def find_key(store: AdminStore, tenant_id: str, key_id: str) -> ApiKey:
+    tenant = await store.get_tenant(tenant_id)
+    if tenant is None:
+        raise ApiError(404, f"No tenant {tenant_id!r}.", code="tenant_not_found", param="tenant")
     for key in await store.list_keys(tenant.id):
         if key.key_id == key_id:
             return key
@@ -168,12 +187,18 @@ async def list_tenants(request: Request, store: AdminStore) -> Response:
 
 
 async def create_tenant(request: Request, store: AdminStore, check_tenant: CheckTenant) -> Response:
-    body = await _json(request)
+    tenant = await new_tenant(store, check_tenant, await _json(request))
+    return JSONResponse(tenant.to_public(), status_code=201)
+
+
+async def new_tenant(store: AdminStore, check_tenant: CheckTenant, body: dict[str, Any]) -> Tenant:
+    """`body`: the tenant's id and any limits; 409 when the id is taken."""
     tenant_id = validate_tenant_id(body.pop("id", None))
     tenant = await store.create_tenant(check_tenant(Tenant(id=tenant_id), body))
     if tenant is None:
         raise ApiError(409, f"Tenant {tenant_id!r} already exists; PATCH it instead.", code="tenant_exists")
-    return JSONResponse(tenant.to_public(), status_code=201)
+    audit.record("tenant.create", tenant=tenant.id, after=audit.tenant_state(tenant))
+    return tenant
 
 
 async def get_tenant(request: Request, store: AdminStore) -> Response:
@@ -181,22 +206,35 @@ async def get_tenant(request: Request, store: AdminStore) -> Response:
 
 
 async def update_tenant(request: Request, store: AdminStore, check_tenant: CheckTenant) -> Response:
-    tenant_id = request.path_params["tenant"]
-    body = await _json(request)
-    checked = check_tenant(Tenant(id=tenant_id), body)  # validated on a scratch record: only its fields are written
-    tenant = await store.update_tenant(tenant_id, {name: getattr(checked, name) for name in body})
-    if tenant is None:
-        raise ApiError(404, f"No tenant {tenant_id!r}.", code="tenant_not_found", param="tenant")
+    tenant = await change_tenant(store, check_tenant, request.path_params["tenant"], await _json(request))
     return JSONResponse(tenant.to_public())
 
 
+async def change_tenant(store: AdminStore, check_tenant: CheckTenant, tenant_id: str, body: dict[str, Any]) -> Tenant:
+    """Writes only the fields `body` names; 404 when there is no such tenant."""
+    checked = check_tenant(Tenant(id=tenant_id), body)  # validated on a scratch record: only its fields are written
+    before = await store.get_tenant(tenant_id)  # for the audit log only: the update itself is one store step
+    tenant = await store.update_tenant(tenant_id, {name: getattr(checked, name) for name in body})
+    if tenant is None:
+        raise ApiError(404, f"No tenant {tenant_id!r}.", code="tenant_not_found", param="tenant")
+    audit.record("tenant.update", tenant=tenant_id, before=audit.tenant_state(before), after=audit.tenant_state(tenant))
+    return tenant
+
+
 async def delete_tenant(request: Request, store: AdminStore) -> Response:
-    tenant = await _tenant(request, store)
-    await store.delete_tenant(tenant.id)
+    tenant = await remove_tenant(store, await _tenant(request, store))
     return JSONResponse({"id": tenant.id, "deleted": True})
 
 
-def _expiry(body: dict[str, Any]) -> dict[str, Any]:
+async def remove_tenant(store: AdminStore, tenant: Tenant) -> Tenant:
+    """Deletes the tenant with its keys, buckets and usage."""
+    await store.delete_tenant(tenant.id)
+    audit.record("tenant.delete", tenant=tenant.id, before=audit.tenant_state(tenant))
+    return tenant
+
+
+def expiry_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """`ttl_s` in `body` turned into the `expires_at` it means."""
     ttl_s = body.pop("ttl_s", None)
     if ttl_s is not None:
         if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or not 0 < ttl_s <= MAX_UNIX_S / 2:
@@ -208,16 +246,23 @@ def _expiry(body: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _issue(store: AdminStore, tenant_id: str, fields: dict[str, Any]) -> Response:
+    key, secret = await issue_key(store, tenant_id, fields)
+    return JSONResponse({**key.to_public(), "key": secret}, status_code=201)
+
+
+async def issue_key(store: AdminStore, tenant_id: str, fields: dict[str, Any]) -> tuple[ApiKey, str]:
+    """A new key for the tenant: its record and its plaintext, which is never stored and so shown only now."""
     secret = new_api_key()
     digest = digest_key(secret)
     key = apply_key_fields(ApiKey(key_id_of(digest), tenant_id, digest, created_at=time.time()), fields)
     await store.put_key(key)
-    return JSONResponse({**key.to_public(), "key": secret}, status_code=201)
+    audit.record("key.create", tenant=tenant_id, key_id=key.key_id, after=audit.key_state(key))
+    return key, secret
 
 
 async def create_key(request: Request, store: AdminStore) -> Response:
     tenant = await _tenant(request, store)
-    return await _issue(store, tenant.id, _expiry(await _json(request)))
+    return await _issue(store, tenant.id, expiry_fields(await _json(request)))
 
 
 async def list_keys(request: Request, store: AdminStore) -> Response:
@@ -230,18 +275,33 @@ def _key_gone(key: ApiKey) -> ApiError:
 
 
 async def _update_key(store: AdminStore, key: ApiKey, changes: dict[str, object]) -> Response:
+    return JSONResponse((await change_key(store, key, changes)).to_public())
+
+
+async def change_key(store: AdminStore, key: ApiKey, changes: dict[str, object]) -> ApiKey:
     """Writes only `changes`, in one store step: a revocation racing this write stays (see admin_update.lua)."""
     updated = await store.update_key(key.tenant_id, key.digest, changes)
     if updated is None:  # deleted since it was looked up
         raise _key_gone(key)
-    return JSONResponse(updated.to_public())
+    audit.record(
+        "key.revoke" if changes == {"revoked": True} else "key.update",
+        tenant=key.tenant_id,
+        key_id=key.key_id,
+        before=audit.key_state(key),
+        after=audit.key_state(updated),
+    )
+    return updated
 
 
 async def update_key(request: Request, store: AdminStore) -> Response:
     key = await _key(request, store)
-    body = _expiry(await _json(request))
+    return await _update_key(store, key, key_changes(key, expiry_fields(await _json(request))))
+
+
+def key_changes(key: ApiKey, body: dict[str, Any]) -> dict[str, object]:
+    """`body` validated as a key update: the fields it names, with their values."""
     checked = apply_key_fields(ApiKey(key.key_id, key.tenant_id, key.digest), body)  # a scratch record
-    return await _update_key(store, key, {name: getattr(checked, name) for name in body})
+    return {name: getattr(checked, name) for name in body}
 
 
 async def revoke_key(request: Request, store: AdminStore) -> Response:
@@ -249,10 +309,16 @@ async def revoke_key(request: Request, store: AdminStore) -> Response:
 
 
 async def delete_key(request: Request, store: AdminStore) -> Response:
-    key = await _key(request, store)
+    key = await remove_key(store, await _key(request, store))
+    return JSONResponse({"key_id": key.key_id, "deleted": True})
+
+
+async def remove_key(store: AdminStore, key: ApiKey) -> ApiKey:
+    """Deletes the key and its buckets; 404 when it is already gone."""
     if not await store.delete_key(key.tenant_id, key.digest):
         raise _key_gone(key)
-    return JSONResponse({"key_id": key.key_id, "deleted": True})
+    audit.record("key.delete", tenant=key.tenant_id, key_id=key.key_id, before=audit.key_state(key))
+    return key
 
 
 async def rotate_key(request: Request, store: AdminStore) -> Response:
@@ -263,7 +329,12 @@ async def rotate_key(request: Request, store: AdminStore) -> Response:
         raise invalid_request(
             f"unknown rotate field {sorted(unknown)[0]!r}; known: ['grace_s']", param=sorted(unknown)[0]
         )
-    grace_s = body.get("grace_s", DEFAULT_ROTATION_GRACE_S)
+    key, secret = await rotate(store, key, body.get("grace_s", DEFAULT_ROTATION_GRACE_S))
+    return JSONResponse({**key.to_public(), "key": secret}, status_code=201)
+
+
+async def rotate(store: AdminStore, key: ApiKey, grace_s: object) -> tuple[ApiKey, str]:
+    """Cuts `key` to end after `grace_s` and issues its replacement (record, plaintext); 409 if revoked or expired."""
     if isinstance(grace_s, bool) or not isinstance(grace_s, (int, float)) or not 0 <= grace_s <= MAX_UNIX_S / 2:
         raise invalid_request(
             f"grace_s must be a non-negative number of seconds up to {MAX_UNIX_S / 2:.0f}, got {grace_s!r}",
@@ -289,7 +360,21 @@ async def rotate_key(request: Request, store: AdminStore) -> Response:
         "output_tpm": old.output_tpm,
         "expires_at": old.expires_at,
     }
-    return await _issue(store, key.tenant_id, fields)
+    new, secret = await issue_key(store, key.tenant_id, fields)
+    cut_s = time.time() + grace_s  # the store cut it on its own clock; this is the same moment give or take
+    retired = (
+        dataclasses.replace(old, revoked=True)
+        if grace_s == 0
+        else dataclasses.replace(old, expires_at=min(old.expires_at, cut_s) if old.expires_at else cut_s)
+    )
+    audit.record(
+        "key.rotate",
+        tenant=key.tenant_id,
+        key_id=key.key_id,
+        before=audit.key_state(old),
+        after={**(audit.key_state(retired) or {}), "replaced_by": new.key_id},
+    )
+    return new, secret
 
 
 async def usage(request: Request, store: AdminStore) -> Response:
@@ -300,21 +385,25 @@ async def usage(request: Request, store: AdminStore) -> Response:
         num_days = -1
     if not 1 <= num_days <= MAX_USAGE_DAYS:
         raise invalid_request(f"days must be an integer between 1 and {MAX_USAGE_DAYS}", param="days")
+    days = await usage_days(store, tenant.id, num_days)
+    return JSONResponse({"tenant": tenant.id, "days": days, "total": usage_total(days)})
+
+
+async def usage_days(store: AdminStore, tenant_id: str, num_days: int) -> list[dict[str, Any]]:
+    """The last `num_days` UTC days' usage, newest first; days without any are left out."""
     now_ms = int(time.time() * 1000)
     days = [periods(now_ms - i * 86_400_000)[0] for i in range(num_days)]
-    raw = await store.usage(tenant.id, days)
-    return JSONResponse({"tenant": tenant.id, "days": [_usage_day(day, raw[day]) for day in days if day in raw]})
+    raw = await store.usage(tenant_id, days)
+    return [usage_day(day, raw[day]) for day in days if day in raw]
 
 
-def _usage_day(day: str, fields: dict[str, int]) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "day": day,
-        "requests": 0,
-        "input_tokens": 0,
-        "output_tokens": 0,
-        "by_model": {},
-        "by_key": {},
-    }
+USAGE_COUNTS = ("requests", "input_tokens", "output_tokens", "cached_input_tokens", "cost_micro_usd")
+"""In a day's and the total's top level always (0 when none), with `cost_usd` beside `cost_micro_usd`; in a
+by_model / by_key entry the last two (and `cost_usd`) only where not zero."""
+
+
+def usage_day(day: str, fields: dict[str, int]) -> dict[str, Any]:
+    out: dict[str, Any] = {"day": day, **dict.fromkeys(USAGE_COUNTS, 0), "by_model": {}, "by_key": {}}
     for name, value in fields.items():
         scope, _, rest = name.partition(":")
         if scope in ("model", "key"):
@@ -322,4 +411,29 @@ def _usage_day(day: str, fields: dict[str, int]) -> dict[str, Any]:
             out["by_" + scope].setdefault(owner, {})[metric] = value
         else:
             out[name] = value
-    return out
+    return _with_usd(out)
+
+
+def usage_total(days: list[dict[str, Any]]) -> dict[str, Any]:
+    """`days` (usage_day's) added up: the period's usage and spend at a glance, per model and per key too."""
+    total: dict[str, Any] = {**dict.fromkeys(USAGE_COUNTS, 0), "by_model": {}, "by_key": {}}
+    for day in days:
+        for name in USAGE_COUNTS:
+            total[name] += day[name]
+        for scope in ("by_model", "by_key"):
+            for owner, counts in day[scope].items():
+                into = total[scope].setdefault(owner, {})
+                for name, value in counts.items():
+                    if name != "cost_usd":  # derived again below, from the exact sum
+                        into[name] = into.get(name, 0) + value
+    return _with_usd(total)
+
+
+def _with_usd(entry: dict[str, Any]) -> dict[str, Any]:
+    """`cost_usd` (a float, for display) beside every `cost_micro_usd` (the exact integer)."""
+    entry["cost_usd"] = usd(entry["cost_micro_usd"])
+    for scope in ("by_model", "by_key"):
+        for counts in entry[scope].values():
+            if "cost_micro_usd" in counts:
+                counts["cost_usd"] = usd(counts["cost_micro_usd"])
+    return entry

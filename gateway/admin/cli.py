@@ -4,11 +4,13 @@ SLUICEGATE_ADMIN_TOKEN. Prints the API's JSON; exits 1 with the API's error mess
     sluicegate admin tenants list
     sluicegate admin tenants create acme --set rpm=600 --set input_tpm=200000 --set models=tiny,small
     sluicegate admin tenants get acme | update acme --set rpm=1200 | delete acme
+    sluicegate admin tenants update acme --set daily_budget_usd=25 --set monthly_budget_usd=500
+    sluicegate admin tenants update acme-eu --set cache_group=acme     (share a prefix cache; cache_group= leaves)
     sluicegate admin keys create acme [--name dev] [--ttl-s 86400] [--set rpm=60]
     sluicegate admin keys list acme | revoke acme k_1234abcd5678 | delete acme k_1234abcd5678
     sluicegate admin keys update acme k_1234abcd5678 --set name=ci --set rpm=60 --set expires_at=0
     sluicegate admin keys rotate acme k_1234abcd5678 [--grace-s 300]     (default grace: a day)
-    sluicegate admin usage acme [--days 30]
+    sluicegate admin usage acme [--days 30]      per day and in total: tokens and cost (USD), per model and key
     sluicegate admin replicas list tiny | add tiny r3 http://10.0.0.7:8100 [--no-kv-events] | drain tiny r3
                               | remove tiny r3
 """
@@ -25,7 +27,7 @@ import httpx
 
 LIST_FIELDS = {"models"}
 BOOL_FIELDS = {"isolate_cache"}
-STRING_FIELDS = {"guardrails", "name"}
+STRING_FIELDS = {"guardrails", "name", "cache_group"}
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 

@@ -21,9 +21,10 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from gateway.admin import audit
 from gateway.admin.types import AdminGateway
 from gateway.errors import ApiError, invalid_request
-from gateway.routing.base import ReplicaAdmin
+from gateway.routing.base import ReplicaAdmin, ReplicaInfo
 from gateway.routing.config import RoutingConfigError, replica_config
 
 ReadJson = Callable[[Request], Awaitable[dict[str, Any]]]
@@ -41,7 +42,7 @@ def _admin(gw: AdminGateway, request: Request) -> ReplicaAdmin:
     return gw.router
 
 
-def _changeable(gw: AdminGateway) -> None:
+def check_changeable(gw: AdminGateway) -> None:
     if gw.config.workers > 1:
         raise ApiError(
             409,
@@ -51,14 +52,22 @@ def _changeable(gw: AdminGateway) -> None:
         )
 
 
-def _answer(call: Callable[..., Any], *args: object, status: int = 200) -> Response:
+def _answer(call: Callable[..., ReplicaInfo], *args: object, status: int = 200) -> Response:
+    return JSONResponse(dataclasses.asdict(applied(call, *args)), status_code=status)
+
+
+def applied(call: Callable[..., ReplicaInfo], *args: object) -> ReplicaInfo:
+    """A ReplicaAdmin change made (`call(model, name, ...)`: add_replica, drain_replica, remove_replica) and written
+    to the audit log; its refusals as the API's errors (404 unknown, 409 a name taken)."""
     try:
         info = call(*args)
     except KeyError as exc:  # UnknownReplicaError
         raise ApiError(404, str(exc.args[0] if exc.args else exc), code="replica_not_found", param="name") from None
     except ValueError as exc:
         raise ApiError(409, str(exc), code="replica_exists", param="name") from None
-    return JSONResponse(dataclasses.asdict(info), status_code=status)
+    action = "replica." + getattr(call, "__name__", "change").removesuffix("_replica")
+    audit.record(action, model=str(args[0]), replica=str(args[1]), after=dataclasses.asdict(info))
+    return info
 
 
 async def list_replicas(request: Request, store: object, gw: AdminGateway) -> Response:
@@ -69,8 +78,13 @@ async def list_replicas(request: Request, store: object, gw: AdminGateway) -> Re
 
 async def add_replica(request: Request, store: object, gw: AdminGateway, read_json: ReadJson) -> Response:
     router = _admin(gw, request)
-    _changeable(gw)
-    body = await read_json(request)
+    check_changeable(gw)
+    name, url, kv_events = new_replica(await read_json(request))
+    return _answer(router.add_replica, request.path_params["model"], name, url, kv_events, status=201)
+
+
+def new_replica(body: dict[str, Any]) -> tuple[str, str, bool]:
+    """An add request's (name, url, kv_events), checked; a 400 naming the bad field."""
     unknown = set(body) - {"name", "url", "kv_events"}
     if unknown:
         raise invalid_request(
@@ -85,16 +99,16 @@ async def add_replica(request: Request, store: object, gw: AdminGateway, read_js
         url = replica_config(name=name, url=body.get("url"), kv_events=kv_events).url
     except RoutingConfigError as exc:
         raise invalid_request(str(exc), param="url") from None
-    return _answer(router.add_replica, request.path_params["model"], name, url, kv_events, status=201)
+    return name, url, kv_events
 
 
 async def drain_replica(request: Request, store: object, gw: AdminGateway) -> Response:
     router = _admin(gw, request)
-    _changeable(gw)
+    check_changeable(gw)
     return _answer(router.drain_replica, request.path_params["model"], request.path_params["name"])
 
 
 async def remove_replica(request: Request, store: object, gw: AdminGateway) -> Response:
     router = _admin(gw, request)
-    _changeable(gw)
+    check_changeable(gw)
     return _answer(router.remove_replica, request.path_params["model"], request.path_params["name"])

@@ -6,6 +6,8 @@
         input_tpm: 200000
         output_tpm: 50000
         models: [tiny]
+        daily_budget_usd: 25                          # at the models' prices (gateway config: models.<m>.price)
+        cache_group: acme                             # share a prefix cache with the group's other tenants
         keys:
           - {name: dev, key: sk-sg-acme-dev}          # plaintext: for local development only
           - {name: prod, key_sha256: <hex digest>}     # or just its digest

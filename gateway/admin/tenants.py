@@ -2,6 +2,11 @@
 
 A limit of 0 means unlimited. Keys are shown once at creation and stored only as sha256 hex digests; a key's
 public id is `k_` + the first 12 hex digits of its digest (enough to name it, useless to forge it).
+
+Prefix caches are per tenant unless tenants name one `cache_group` (docs/architecture.md, "Tenant isolation"): a
+shared cache tells whoever shares it, through `cached_tokens` and time to first token, which prefixes others sent.
+`isolate_cache` is kept for old configs and clients: it reads as "no cache_group"; `true` is the default, and
+`false` is refused unless the same body names the group to share with (it used to share with every tenant).
 """
 
 from __future__ import annotations
@@ -13,9 +18,10 @@ from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field, replace
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field, TypeAdapter, ValidationError
+from pydantic import AfterValidator, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator
 
 from gateway.errors import ApiError, invalid_request
+from gateway.store.spend import MAX_USD
 from sluicegate.schema import UNKNOWN_KEYS, Schema, explain
 
 TENANT_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -39,12 +45,17 @@ class Tenant:
     daily_tokens: int = 0
     """Prompt + completion tokens per UTC day."""
     monthly_tokens: int = 0
+    daily_budget_usd: float = 0.0
+    """Spend per UTC day in US dollars at the models' configured prices (0: none); reserved at admission at the
+    request's worst-case cost, settled at its actual cost, like the token budgets."""
+    monthly_budget_usd: float = 0.0
     default_max_tokens: int = 256
     """Output reservation for requests that do not set max_tokens."""
     guardrails: str = GUARDRAILS_OFF
     """Guardrail policy name (applied by the guardrails hook)."""
-    isolate_cache: bool = False
-    """Salt this tenant's prefix hashes with its id so its prompts never share KV blocks with other tenants."""
+    cache_group: str = ""
+    """Tenants naming the same group share one prefix-cache salt (one organisation's shared system prompt); empty:
+    the tenant's prefixes are salted with its own id and never share KV blocks with another tenant's."""
     models: list[str] = field(default_factory=list)
     """Allowed models; empty allows every served model."""
     gen: int = 0
@@ -54,11 +65,18 @@ class Tenant:
         return not self.models or model in self.models
 
     @property
+    def isolate_cache(self) -> bool:
+        """No cache group: the tenant's prefix cache is its own (the field older configs and clients know)."""
+        return not self.cache_group
+
+    @property
     def cache_salt(self) -> str:
-        return self.id if self.isolate_cache else ""
+        """The root of the tenant's block hash chain. A group's salt holds a ':', which no tenant id does, so a
+        group can never take a tenant's chain (nor a tenant's own `cache_salt`, which body.py joins with '/')."""
+        return f"group:{self.cache_group}" if self.cache_group else self.id
 
     def to_public(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "isolate_cache": self.isolate_cache}
 
 
 @dataclass
@@ -91,6 +109,7 @@ TENANT_INT_FIELDS = (
     "monthly_tokens",
     "default_max_tokens",
 )
+TENANT_USD_FIELDS = ("daily_budget_usd", "monthly_budget_usd")
 KEY_INT_FIELDS = ("rpm", "input_tpm", "output_tpm")
 
 
@@ -131,6 +150,8 @@ def _no_comma(model: str) -> str:
 
 
 ModelName = Annotated[str, AfterValidator(_no_comma)]
+Usd = Annotated[float, Field(ge=0.0, le=MAX_USD)]  # finite: Schema refuses NaN and infinities
+CacheGroup = Annotated[str, Field(pattern=r"^([A-Za-z0-9_.-]{1,64})?$")]  # "" leaves the group (isolated again)
 UnixSeconds = Annotated[float, Field(ge=0.0, le=MAX_UNIX_S)]  # finite: Schema refuses NaN and infinities
 
 
@@ -144,12 +165,32 @@ class TenantUpdate(Schema):
     max_concurrent: Limit = 0
     daily_tokens: Limit = 0
     monthly_tokens: Limit = 0
+    daily_budget_usd: Usd = 0.0
+    monthly_budget_usd: Usd = 0.0
     default_max_tokens: Annotated[int, Field(ge=1, le=MAX_LIMIT)] = 256
     """At least 1: a default reservation of 0 would let unbounded outputs through unreserved."""
     guardrails: str = GUARDRAILS_OFF
     """Checked against the gateway's policies by apply_tenant_fields (they are the running gateway's)."""
-    isolate_cache: bool = False
+    cache_group: CacheGroup = ""
+    """Declared before isolate_cache: its check reads it."""
+    isolate_cache: bool = True
+    """Compatibility: true is the default (no cache_group); false only together with a cache_group."""
     models: list[ModelName] = []
+
+    @field_validator("isolate_cache")
+    @classmethod
+    def _no_cache_shared_with_everyone(cls, isolate: bool, info: ValidationInfo) -> bool:
+        group = info.data.get("cache_group", "")
+        if not isolate and not group:
+            raise ValueError(
+                "isolate_cache: false would share this tenant's prefix cache with every other tenant, who could "
+                "then read its prompts through cached_tokens and response times, so it is refused; tenants are "
+                "isolated by default. To share a prefix cache with chosen tenants, give each of them the same "
+                "cache_group (e.g. cache_group: acme) and drop isolate_cache"
+            )
+        if isolate and group:
+            raise ValueError(f"isolate_cache: true contradicts cache_group {group!r}; give one or the other")
+        return isolate
 
 
 class KeyUpdate(Schema):
@@ -210,9 +251,18 @@ def apply_tenant_fields(tenant: Tenant, updates: dict[str, Any], check_policy: C
     update = _validated(TenantUpdate, updates)
     if "guardrails" in update.model_fields_set:
         _policy_name(update.guardrails, check_policy)
-    for name in update.model_fields_set:
+    for name in update.model_fields_set - {"isolate_cache"}:  # derived from cache_group, checked above
         setattr(tenant, name, getattr(update, name))
     return tenant
+
+
+def tenant_field_changes(changes: dict[str, object]) -> dict[str, object]:
+    """An admin update as stored fields: `isolate_cache` is derived, so setting it true leaves the cache group
+    (false comes with the group to join, validated by TenantUpdate)."""
+    out = {name: value for name, value in changes.items() if name != "isolate_cache"}
+    if changes.get("isolate_cache") is True:
+        out["cache_group"] = ""
+    return out
 
 
 def check_models_served(models: list[str], served: Collection[str]) -> None:
@@ -245,8 +295,11 @@ def validate_tenant_id(tenant_id: Any) -> str:
 # Flat string maps, the shape of a Redis hash.
 def tenant_to_hash(tenant: Tenant) -> dict[str, str]:
     out = {name: str(getattr(tenant, name)) for name in TENANT_INT_FIELDS}
+    out.update({name: repr(float(getattr(tenant, name))) for name in TENANT_USD_FIELDS})
     out.update(
         guardrails=tenant.guardrails,
+        cache_group=tenant.cache_group,
+        # derived, still written: a gateway of an older version reading this record keeps the tenant isolated
         isolate_cache="1" if tenant.isolate_cache else "0",
         models=",".join(tenant.models),
         gen=str(tenant.gen),
@@ -256,10 +309,14 @@ def tenant_to_hash(tenant: Tenant) -> dict[str, str]:
 
 
 def tenant_from_hash(raw: dict[str, str]) -> Tenant:
+    """A stored `isolate_cache` is ignored: a record written before cache groups existed is isolated now, whatever
+    it said (the default changed; docs/operations.md, "Prefix-cache isolation")."""
     tenant = Tenant(
         id=raw["id"],
         guardrails=raw.get("guardrails", GUARDRAILS_OFF),
-        isolate_cache=raw.get("isolate_cache") == "1",
+        cache_group=raw.get("cache_group", ""),
+        daily_budget_usd=float(raw.get("daily_budget_usd", 0.0)),
+        monthly_budget_usd=float(raw.get("monthly_budget_usd", 0.0)),
         models=[m for m in raw.get("models", "").split(",") if m],
         gen=int(raw.get("gen", 0)),
     )
@@ -284,9 +341,10 @@ def key_to_hash(key: ApiKey) -> dict[str, str]:
 
 def tenant_changes_to_hash(changes: dict[str, object]) -> dict[str, str]:
     """Only the changed fields, encoded as tenant_to_hash encodes them (a field-level update)."""
-    fields: dict[str, Any] = changes  # values of Tenant's fields, by name
+    fields: dict[str, Any] = tenant_field_changes(changes)  # values of Tenant's fields, by name
     encoded = tenant_to_hash(replace(Tenant(id=""), **fields))
-    return {name: encoded[name] for name in changes}
+    names = [*fields, "isolate_cache"] if "cache_group" in fields else list(fields)
+    return {name: encoded[name] for name in names}
 
 
 def key_changes_to_hash(changes: dict[str, object]) -> dict[str, str]:

@@ -35,6 +35,7 @@ from gateway.request.spans import stage
 from gateway.request.tokenizer import PromptTokenizer
 from gateway.store import base
 from gateway.store.base import Admission, AdmitRequest, reservation
+from gateway.store.spend import worst_cost_micro_usd
 
 
 class AdmittingStore(Protocol):
@@ -60,33 +61,38 @@ class AdmissionControl:
         self._parts = parts
 
     async def prepare(self, ctx: RequestContext, authorization: bytes | None, receive: Receive) -> None:
-        """Steps 1-3: auth, the cheap pre-check and the input guardrails, all in-process. Phase: AUTHED."""
+        """Steps 1-3: auth, the cheap pre-check and the input guardrails, all in-process. Phase: AUTHED (IDENTIFIED
+        once the key is known, AUTHED once the body is valid: a refusal after that counts under the tenant)."""
         p = self._parts
         with stage("auth"):
             key, tenant = await p.auth.authenticate(authorization)
+        ctx.key, ctx.tenant, ctx.phase = key, tenant, RequestPhase.IDENTIFIED
         raw = await read_body(receive)
         parsed = (parse_chat if ctx.kind == CHAT else parse_completion)(parse_json(raw))
         model = p.config.models.get(parsed.model)
         if model is None:
             raise unknown_model(parsed.model)
         if not tenant.allows(parsed.model):  # the cached copy may predate an admin change: ask the store to be sure
-            tenant = await p.auth.refresh_tenant(tenant.id)
+            tenant = ctx.tenant = await p.auth.refresh_tenant(tenant.id)
             if not tenant.allows(parsed.model):
                 raise model_not_allowed(parsed.model)
+        ctx.parsed, ctx.raw_body, ctx.model = parsed, raw, model
+        ctx.lease_end_ms = int((time.time() + p.config.request_lease_s) * 1000)
+        ctx.reserved_out = reservation(parsed.max_tokens, parsed.completions, tenant.default_max_tokens)
+        # From here an answer counts under the tenant and model: the pre-check's 429s and guardrail blocks too.
+        ctx.phase = RequestPhase.AUTHED
         self._precheck(key, tenant)
         with stage("guardrails.input"):
             parsed.body = await p.hooks.check_input(tenant, ctx.kind, parsed.body)
-        ctx.parsed, ctx.raw_body, ctx.model, ctx.key, ctx.tenant = parsed, raw, model, key, tenant
-        ctx.lease_end_ms = int((time.time() + p.config.request_lease_s) * 1000)
-        ctx.reserved_out = reservation(parsed.max_tokens, parsed.completions, tenant.default_max_tokens)
-        ctx.phase = RequestPhase.AUTHED  # from here an answer counts under the tenant
 
     async def admit(self, ctx: RequestContext, attempt: UpstreamAttempt) -> None:
         """Steps 4-5: tokenize, then the admission script, with `attempt` started meanwhile when the overlap gate
         allows it. Phase: ADMITTED, or an ApiError (the refusal)."""
         p = self._parts
         await self._tokenize(ctx)
-        ctx.overlap_needs = p.overlap.allows(ctx.tenant.id, ctx.key.digest, ctx.prompt.prompt_tokens, ctx.reserved_out)
+        ctx.overlap_needs = p.overlap.allows(
+            ctx.tenant.id, ctx.key.digest, ctx.prompt.prompt_tokens, ctx.reserved_out, self._worst_cost(ctx)
+        )
         if ctx.overlap_needs is None:
             await self._decide(ctx)
             return
@@ -125,6 +131,7 @@ class AdmissionControl:
             ctx.parsed.completions,
             ctx.request_id,
             p.config.request_lease_s,
+            self._worst_cost(ctx),
         )
         try:
             with stage("admission"):
@@ -152,6 +159,11 @@ class AdmissionControl:
             raise error
         headers.append((b"x-request-id", ctx.shown_request_id))
         ctx.headers = headers
+
+    @staticmethod
+    def _worst_cost(ctx: RequestContext) -> int:
+        """What the money budgets reserve: the model's price for the prompt and the whole output reservation."""
+        return worst_cost_micro_usd(ctx.model.price_per_token, ctx.prompt.prompt_tokens, ctx.reserved_out)
 
     def _precheck(self, key: ApiKey, tenant: Tenant) -> None:
         p = self._parts

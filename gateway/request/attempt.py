@@ -1,6 +1,7 @@
-"""Step 6 of the request path: one request's way to a replica. Routes, sends, retries once on another replica
-before the first byte (the router's contract), and at the end releases what it holds: the connection (back to the
-pool, or closed, which cancels the upstream's work) and the route (the router's load and health bookkeeping).
+"""Step 6 of the request path: one request's way to a replica. Routes, sends, fails over to every other healthy
+replica in turn before the first byte (a request is refused only when none can take it), and at the end releases
+what it holds: the connection (back to the pool, or closed, which cancels the upstream's work) and the route (the
+router's load and health bookkeeping).
 
 An attempt may be opened in the background while admission runs (overlap.py): `start` begins it, `opened` waits for
 it, and `abandon` cancels it when the admission refuses; nothing of its response reaches the client before then.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from dataclasses import dataclass
 
 import aiohttp
@@ -24,6 +26,11 @@ from gateway.request.tokenizer import PromptTokenizer
 from gateway.request.upstream import UpstreamPool
 from gateway.routing.base import NoHealthyReplicaError, Route, Router, RouteRequest
 from sluicegate.block_hash import block_hashes
+
+CLIENT_FAULT_STATUSES = frozenset({400, 413, 422})
+"""An upstream answering these refused the request itself (a parameter it does not take, a prompt too long): the
+client's error, passed on, not counted in sluicegate_upstream_errors. Other 4xx (401/403: the gateway's upstream
+credentials, 404: a model the upstream lacks, 429) are the deployment's, and count."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +52,10 @@ class UpstreamAttempt:
         """The background open of an overlapped request; None when it opens in line."""
         self.route: Route | None = None
         """Held from routing until `release`."""
+        self.replica: str | None = None
+        """The replica last sent to, kept after `release` (the access log names it)."""
+        self.first_token_s = 0.0
+        """perf_counter() when the replica's first token arrived; 0.0 until then."""
         self.response: aiohttp.ClientResponse | None = None
         """The replica's 2xx response, held until `release`."""
         self.outcome = Outcome.ERROR_BEFORE_FIRST_BYTE
@@ -91,6 +102,7 @@ class UpstreamAttempt:
 
     def first_token(self) -> None:
         """The replica's first byte arrived: the router's queued-prefill estimate for it drops this prompt."""
+        self.first_token_s = time.perf_counter()
         if self.route is not None:
             self._links.router.first_token(self.route)
 
@@ -107,7 +119,8 @@ class UpstreamAttempt:
             self.route = None
 
     async def _open(self, ctx: RequestContext) -> None:
-        """Route and send; on a failure before the first byte, retry once on another replica (router contract)."""
+        """Route and send; on a failure before the first byte, try the next healthy replica the router offers, until
+        one answers or none is left (the router raises NoHealthyReplicaError once every replica is excluded)."""
         links = self._links
         salt = cache_salt(ctx)
         ids = ctx.prompt.token_ids
@@ -125,7 +138,7 @@ class UpstreamAttempt:
         exclude: frozenset[str] = frozenset()
         last_error: ApiError | None = None
         # A kept-alive connection the replica had closed (it restarted, or died) earns one fresh connection to the
-        # same replica before the one retry on another; it does not use that retry up.
+        # same replica before it is excluded.
         reconnected: set[str] = set()
         while True:
             try:
@@ -133,7 +146,7 @@ class UpstreamAttempt:
                     route = links.router.route(request, exclude)
             except NoHealthyReplicaError as exc:
                 raise last_error or unavailable(str(exc), exc.retry_after_s) from None
-            self.route = route
+            self.route, self.replica = route, route.replica
             session = links.pool.session(route.url)
             try:
                 response = await session.post(self._path, data=body, headers=headers)
@@ -155,13 +168,12 @@ class UpstreamAttempt:
                     self.response, self.accepted = response, True
                     return
                 last_error = await _upstream_error(response)
-                links.metrics.child(links.metrics.upstream_errors, f"http_{response.status}").inc()
+                if response.status not in CLIENT_FAULT_STATUSES:
+                    links.metrics.child(links.metrics.upstream_errors, f"http_{response.status}").inc()
                 if response.status < 500:
                     self.outcome = Outcome.OK  # the replica is healthy; the request was bad
                     raise last_error
                 self._drop_route(route)
-            if exclude:  # the retry on another replica failed too
-                raise last_error
             exclude = exclude | {route.replica}
 
     def _drop_route(self, route: Route) -> None:
@@ -178,11 +190,11 @@ async def _upstream_error(response: aiohttp.ClientResponse) -> ApiError:
         data = b""
     finally:
         response.release()
-    message, code = f"The upstream answered HTTP {response.status}.", None
+    message, code, param = f"The upstream answered HTTP {response.status}.", None, None
     try:
         error = json.loads(data).get("error")
         if isinstance(error, dict):
-            message, code = str(error.get("message") or message), error.get("code")
+            message, code, param = str(error.get("message") or message), error.get("code"), error.get("param")
     except (ValueError, AttributeError):
         pass
     status = response.status
@@ -192,4 +204,10 @@ async def _upstream_error(response: aiohttp.ClientResponse) -> ApiError:
         )
     if status >= 500:
         return upstream_failed(f"The upstream failed: {message}")
-    return ApiError(status, message, "invalid_request_error", code if isinstance(code, str) else None)
+    return ApiError(
+        status,
+        message,
+        "invalid_request_error",
+        code if isinstance(code, str) else None,
+        param if isinstance(param, str) else None,  # the replica named the field at fault: the client sees it too
+    )

@@ -10,11 +10,13 @@ from gateway.request.context import RequestContext
 
 
 def cache_salt(ctx: RequestContext) -> str:
-    """Prefix-cache salt. A client's own cache_salt is namespaced by its tenant, so no client can pick another
-    tenant's salt; isolate_cache tenants always get their own chain (docs/architecture.md)."""
+    """Prefix-cache salt, never empty: the tenant's own (its id), or its cache group's (docs/architecture.md, "Tenant
+    isolation"). A client's own cache_salt narrows it further and is namespaced by it, so no client can pick another
+    tenant's chain. The router hashes with this same salt (attempt.py), so a group's requests still meet on the
+    replica that holds their shared prefix."""
     client_salt = ctx.parsed.body.get("cache_salt")
     if isinstance(client_salt, str) and client_salt:
-        return f"{ctx.tenant.id}/{client_salt}"
+        return f"{ctx.tenant.cache_salt}/{client_salt}"
     return ctx.tenant.cache_salt
 
 

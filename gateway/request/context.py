@@ -1,11 +1,11 @@
 """One request's state on its way through the request path, and the names of where it is and how it ended.
 
-    RECEIVED -> AUTHED -> ADMITTED -> ROUTED -> STREAMING -> SETTLED
-        |          |          |          |           |
-        +----------+----------+----------+-----------+--> SETTLED (refused, failed, client gone, cancelled)
+    RECEIVED -> IDENTIFIED -> AUTHED -> ADMITTED -> ROUTED -> STREAMING -> SETTLED
+        |            |           |          |          |           |
+        +------------+-----------+----------+----------+-----------+--> SETTLED (refused, failed, client gone, ...)
 
-A stage sets the fields it owns and moves `phase` on; `phase` says which fields are set (AUTHED: the body, model,
-key and tenant; ADMITTED: the prompt and `admission`). Whatever happened, the request leaves through settlement.py,
+A stage sets the fields it owns and moves `phase` on; `phase` says which fields are set (IDENTIFIED: the key and
+tenant; AUTHED: also the body and model; ADMITTED: the prompt and `admission`). Whatever happened, the request leaves through settlement.py,
 which is the only place that settles a reservation.
 """
 
@@ -29,15 +29,17 @@ class RequestPhase(enum.IntEnum):
     """Ordered: `phase >= AUTHED` means auth and parsing are done."""
 
     RECEIVED = 0
-    AUTHED = 1
-    """Key, tenant, model and body known; input guardrails passed."""
-    ADMITTED = 2
+    IDENTIFIED = 1
+    """The API key and its tenant known (a refusal from here on is the tenant's, in metrics and the access log)."""
+    AUTHED = 2
+    """Key, tenant, model and body known and valid; the pre-check and input guardrails run next."""
+    ADMITTED = 3
     """The store took the reservation (`admission` is set): it must be settled."""
-    ROUTED = 3
+    ROUTED = 4
     """A replica took the request (answered 2xx)."""
-    STREAMING = 4
+    STREAMING = 5
     """The response has started towards the client."""
-    SETTLED = 5
+    SETTLED = 6
 
 
 class Outcome(enum.StrEnum):
@@ -57,6 +59,8 @@ class Delivery:
 
     status: int = 0
     """The HTTP status answered (499: the client left); 0 until one is."""
+    error_code: str | None = None
+    """The error answered, when the answer was one: its OpenAI `code`, else its `type` (the access log's `error`)."""
     delivered_any: bool = False
     scanner: StreamScanner | None = None
     """A stream's scanner: its usage chunk and the text it delivered."""
@@ -82,12 +86,13 @@ class RequestContext:
     phase: RequestPhase = RequestPhase.RECEIVED
     delivery: Delivery = field(default_factory=Delivery)
 
-    # Set by admission.prepare (phase AUTHED); reading them earlier raises AttributeError.
+    # Set by admission.prepare (key and tenant: phase IDENTIFIED, the rest: AUTHED); reading them earlier raises
+    # AttributeError.
+    key: ApiKey = field(init=False)
+    tenant: Tenant = field(init=False)
     parsed: ParsedRequest = field(init=False)
     raw_body: bytes = field(init=False)
     model: ModelConfig = field(init=False)
-    key: ApiKey = field(init=False)
-    tenant: Tenant = field(init=False)
     lease_end_ms: int = field(init=False)
     """Wall-clock ms at which the in-flight lease ends: lets a replayed settlement tell it already ran."""
     reserved_out: int = field(init=False)

@@ -75,9 +75,11 @@ class OverlapGate:
         self._keys = _Scope()  # key digest: requests, input and output token buckets (the tighter of tenant and key)
         self._tenants = _Scope()  # tenant id: base.HEADROOM (its own buckets too: its keys share them)
 
-    def allows(self, tenant_id: str, digest: str, prompt_tokens: int, reserved_out: int) -> Needs | None:
+    def allows(
+        self, tenant_id: str, digest: str, prompt_tokens: int, reserved_out: int, reserved_cost_micro_usd: int = 0
+    ) -> Needs | None:
         """The request's needs when it may be sent before its admission answers (hand them to `answered`), else
-        None."""
+        None. `reserved_cost_micro_usd`: what it takes from the tenant's money budgets."""
         if not self.enabled:
             return None
         now_s = time.monotonic()
@@ -86,7 +88,9 @@ class OverlapGate:
             return None
         total = prompt_tokens + reserved_out
         buckets = {base.REQUESTS: 1, base.INPUT_TOKENS: prompt_tokens, base.OUTPUT_TOKENS: reserved_out}
-        needs = (buckets, {"concurrency": 1, "daily_tokens": total, "monthly_tokens": total, **buckets})  # HEADROOM
+        cost = reserved_cost_micro_usd
+        tenant_needs = {"concurrency": 1, "daily_tokens": total, "monthly_tokens": total, **buckets}
+        needs = (buckets, {**tenant_needs, "daily_micro_usd": cost, "monthly_micro_usd": cost})  # base.HEADROOM
         for view, scope_needs in zip((key_view, tenant_view), needs):
             for name, (limit, left) in view.items():
                 if left - scope_needs[name] < limit * MIN_FREE_FRACTION:

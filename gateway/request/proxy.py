@@ -3,7 +3,7 @@
 Reservation (settlement.py)                     entered first, left last: settles exactly once
   AdmissionControl.prepare (admission.py)       auth, pre-check, input guardrails          -> AUTHED
   AdmissionControl.admit                        tokenize, admission (+ overlapped open)    -> ADMITTED
-  UpstreamAttempt.opened (attempt.py)           route, send, retry once                    -> ROUTED
+  UpstreamAttempt.opened (attempt.py)           route, send, fail over                     -> ROUTED
   relay JSON or SSE (this module, stream.py)    output guardrails, usage                   -> STREAMING
 """
 
@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import aiohttp
 from starlette.types import Receive, Scope, Send
@@ -27,9 +26,11 @@ from gateway.request.attempt import UpstreamAttempt, UpstreamLinks
 from gateway.request.context import Outcome, RequestContext, RequestPhase
 from gateway.request.hooks import RequestHooks
 from gateway.request.parse import CHAT
+from gateway.request.refusals import RefusalLog
 from gateway.request.settlement import Reservation, SettlementParts, completion_count
 from gateway.request.spans import stage
 from gateway.request.stream import StreamScanner, choice_texts, error_event
+from gateway.request_ids import REQUEST_ID, client_request_id
 
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 
@@ -45,6 +46,8 @@ class EndpointParts:
     metrics: GatewayMetrics
     debug_headers: bool
     next_request_id: Callable[[], str]
+    refusals: RefusalLog = field(default_factory=RefusalLog)
+    """The last refusals, for the admin console (refusals.py)."""
 
 
 class CompletionsEndpoint:
@@ -55,26 +58,23 @@ class CompletionsEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         received_s = time.perf_counter()
-        if scope["method"] != "POST":
-            await send_error(send, ApiError(405, f"Use POST for {self._path}.", code="method_not_allowed"))
-            return
         p = self._parts
         request_id = p.next_request_id()
-        ctx = RequestContext(
-            self._kind,
-            request_id,
-            _client_request_id(scope) or request_id.encode(),
-            received_s,
-            header(scope, b"traceparent"),
-        )
+        shown_request_id = client_request_id(scope) or request_id.encode()
+        if scope["method"] != "POST":
+            error = ApiError(405, f"Use POST for {self._path}.", code="method_not_allowed")
+            await send_error(send, error, [(REQUEST_ID, shown_request_id)])
+            return
+        ctx = RequestContext(self._kind, request_id, shown_request_id, received_s, header(scope, b"traceparent"))
         attempt = UpstreamAttempt(p.links, self._path)
         async with Reservation(p.settlement, ctx, attempt):
             try:
                 await p.admission.prepare(ctx, header(scope, b"authorization"), receive)
                 await p.admission.admit(ctx, attempt)
             except ApiError as error:
-                ctx.delivery.status = error.status
-                await send_error(send, error, [(b"x-request-id", ctx.shown_request_id)])
+                ctx.delivery.status, ctx.delivery.error_code = error.status, error.code or error.type
+                p.refusals.record(ctx, error, header(scope, b"authorization"))
+                await send_error(send, error, [(REQUEST_ID, ctx.shown_request_id)])
                 return
             except ClientGone:
                 return
@@ -107,7 +107,7 @@ class CompletionsEndpoint:
                 else:
                     await self._relay_json(ctx, attempt, send)
         except ApiError as error:
-            delivery.status = error.status
+            delivery.status, delivery.error_code = error.status, error.code or error.type
             await send_error(send, error, ctx.headers)
         except asyncio.CancelledError:
             if not delivery.client_gone:
@@ -191,13 +191,3 @@ class CompletionsEndpoint:
         if transformer is not None:
             tail = transformer.flush() + tail
         await send({"type": "http.response.body", "body": tail, "more_body": False})
-
-
-_REQUEST_ID_RE = re.compile(rb"[\x21-\x7e]{1,128}")
-
-
-def _client_request_id(scope: Scope) -> bytes | None:
-    """The client's own x-request-id, echoed on the response when it is printable ASCII of at most 128 bytes (the
-    store and the replica get the gateway's unique id: a client's need not be unique)."""
-    value = header(scope, b"x-request-id")
-    return value if value is not None and _REQUEST_ID_RE.fullmatch(value) else None

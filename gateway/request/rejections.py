@@ -29,6 +29,15 @@ def rejection(admission: Admission, model: str, prompt_tokens: int) -> ApiError:
             "insufficient_quota",
             headers=headers,
         )
+    if reason in (base.DAILY_BUDGET_USD, base.MONTHLY_BUDGET_USD):
+        period = "daily" if reason == base.DAILY_BUDGET_USD else "monthly"
+        return ApiError(
+            429,
+            f"You exceeded your {period} spend budget (USD); it renews in {admission.retry_after_s:.0f}s.",
+            "insufficient_quota",
+            "insufficient_quota",
+            headers=headers,
+        )
     if reason == base.CONCURRENCY:
         return ApiError(
             429,

@@ -10,6 +10,9 @@ cannot skip it, and it runs once per request by construction. What is charged:
     cut mid-stream / disconnected         the upstream's usage if it came, else our prompt count + delivered text
     blocked by an output guardrail        our prompt count + the text generated up to the block (upstream cut)
     client gone before the first byte     our prompt count, when the replica had taken the request
+
+It also writes the request's access-log line (gateway/access_log.py), refusals included: an admitted request's from
+its settlement task, with the tokens charged; any other's here, at once.
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
 
+from gateway.access_log import AccessLog, Ending
 from gateway.metrics import GatewayMetrics
 from gateway.request.attempt import UpstreamAttempt
 from gateway.request.context import RequestContext, RequestPhase
 from gateway.request.tokenizer import PromptTokenizer, estimate_tokens
 from gateway.store.base import Admission, Settlement
+from gateway.store.spend import cost_micro_usd
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +51,8 @@ class SettlementParts:
     tokenizers: dict[str, PromptTokenizer]
     spawn: Callable[[Coroutine[Any, Any, None]], None]
     """Runs a settlement in the background; the gateway waits for those still running when it shuts down."""
+    access_log: AccessLog | None = None
+    """None: the gateway config's `access_log: false`."""
 
 
 class Reservation:
@@ -63,24 +70,30 @@ class Reservation:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
         # No await in here: neither a cancellation nor an error can come between the request's end and its settlement.
-        ctx, parts = self._ctx, self._parts
+        ctx, parts, access = self._ctx, self._parts, self._parts.access_log
+        # Attribute reads only (it cannot fail): the ending as it is now, before the attempt lets go of its route.
+        ending = access.ending(ctx, self._attempt) if access is not None else None
         if ctx.admission is not None:  # first: nothing below may keep the reservation from being settled
-            parts.spawn(self._settle(ctx, ctx.admission, self._attempt.accepted))
-        authed, ctx.phase = ctx.authed, RequestPhase.SETTLED
+            parts.spawn(self._settle(ctx, ctx.admission, self._attempt.accepted, ending))
+        phase, ctx.phase = ctx.phase, RequestPhase.SETTLED
         self._attempt.release()
         status = ctx.delivery.status
         if ctx.admission is not None or status:  # a client gone before its body was read gets no answer to count
-            tenant_id, model = (ctx.tenant.id, ctx.parsed.model) if authed else ("", "")
+            tenant_id = ctx.tenant.id if phase >= RequestPhase.IDENTIFIED else ""
+            model = ctx.parsed.model if phase >= RequestPhase.AUTHED else ""
             parts.metrics.child(parts.metrics.requests, tenant_id, model, str(status or 500)).inc()
+        if access is not None and ending is not None and ctx.admission is None:
+            access.write(ctx, ending, 0, 0)
 
-    async def _settle(self, ctx: RequestContext, admission: Admission, accepted: bool) -> None:
+    async def _settle(self, ctx: RequestContext, admission: Admission, accepted: bool, ending: Ending | None) -> None:
         parts, delivery = self._parts, ctx.delivery
         usage = delivery.usage or (delivery.scanner.usage if delivery.scanner else None) or {}
-        actual_in, actual_out = 0, 0
+        actual_in, actual_out, cached_in = 0, 0, 0
         if delivery.delivered_any:
             reported_in, reported_out = _tokens(usage.get("prompt_tokens")), _tokens(usage.get("completion_tokens"))
             actual_in = ctx.prompt.prompt_tokens if reported_in is None else reported_in
             actual_out = self._count_delivered(ctx) if reported_out is None else reported_out
+            cached_in = min(actual_in, _cached_tokens(usage))
         elif accepted:  # the client left before any of the answer arrived: the prompt was still taken in
             actual_in = ctx.prompt.prompt_tokens
         settlement = Settlement(
@@ -95,14 +108,19 @@ class Reservation:
             admission.day,
             admission.month,
             ctx.lease_end_ms,
+            cached_in=cached_in,
+            reserved_cost_micro_usd=admission.reserved_cost_micro_usd,
+            cost_micro_usd=cost_micro_usd(ctx.model.price_per_token, actual_in, cached_in, actual_out),
         )
         try:
             await parts.store.settle(settlement, admission.store)
         except Exception:
             log.exception("settlement of %s failed", ctx.request_id)
-            return
-        parts.metrics.child(parts.metrics.tokens, ctx.tenant.id, "input").inc(actual_in)
-        parts.metrics.child(parts.metrics.tokens, ctx.tenant.id, "output").inc(actual_out)
+        else:
+            parts.metrics.child(parts.metrics.tokens, ctx.tenant.id, "input").inc(actual_in)
+            parts.metrics.child(parts.metrics.tokens, ctx.tenant.id, "output").inc(actual_out)
+        if parts.access_log is not None and ending is not None:  # after the settlement: a failure here costs a line
+            parts.access_log.write(ctx, ending, actual_in, actual_out)
 
     def _count_delivered(self, ctx: RequestContext) -> int:
         delivery = ctx.delivery
@@ -118,6 +136,13 @@ def _tokens(value: object) -> int | None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         return None
     return min(value, MAX_USAGE_TOKENS)
+
+
+def _cached_tokens(usage: dict[str, Any]) -> int:
+    """usage.prompt_tokens_details.cached_tokens (prompt tokens served from the replica's prefix cache), else 0."""
+    details = usage.get("prompt_tokens_details")
+    cached = _tokens(details.get("cached_tokens")) if isinstance(details, dict) else None
+    return cached or 0
 
 
 def completion_count(usage: dict[str, Any] | None) -> int | None:

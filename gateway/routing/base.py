@@ -2,8 +2,9 @@
 
 The request path builds a RouteRequest once it has tokenized the prompt, asks `router.route(...)` for a Route,
 sends the request to `route.url`, and reports the outcome with `router.release(route, outcome)` exactly once
-(whatever happens: success, upstream error, client disconnect). A request that fails before its first byte may
-be retried once with `exclude={route.replica}`.
+(whatever happens: success, upstream error, client disconnect). A request that fails before its first byte is
+routed again with the replicas that failed it in `exclude`, until one answers or `route` raises
+NoHealthyReplicaError.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class RouteRequest:
     prompt_token_ids: list[int] | None  # None when the model's tokenizer is unknown to the gateway
     prompt_text: str  # the rendered prompt; used for character-based hashing when there are no token ids
     max_tokens: int
-    cache_salt: str = ""  # tenant id for isolate_cache tenants (docs/architecture.md, "Tenant isolation")
+    cache_salt: str = ""  # the tenant's id or its cache group's salt (docs/architecture.md, "Tenant isolation")
     block_hashes: list[int] = field(default_factory=list)  # filled by the request path from prompt_token_ids
 
 

@@ -1,10 +1,11 @@
 """The store contract the request path and the admin API use. Semantics (both implementations):
 
 - admit(): one atomic step that checks the key (exists, not revoked, not expired), the model, concurrency, the
-  daily/monthly budgets and every bucket (tenant and key: requests, input tokens, output tokens), then takes from
-  all of them or from none. Clock: the store's own (Redis TIME), never the gateway's.
+  daily/monthly budgets (in tokens and in US dollars) and every bucket (tenant and key: requests, input tokens,
+  output tokens), then takes from all of them or from none. Clock: the store's own (Redis TIME), never the gateway's.
 - settle(): once per admitted request: actual tokens replace the reservation (refund, or charge the extra, leaving
-  the bucket in debt down to minus one minute's allowance), frees the concurrency slot, records usage.
+  the bucket in debt down to minus one minute's allowance) and the actual cost the reserved one, frees the
+  concurrency slot, records usage (tokens and micro-dollars, per tenant, model and key).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ MODEL_NOT_ALLOWED = "model_not_allowed"
 CONCURRENCY = "concurrency"
 DAILY_BUDGET = "daily_budget"
 MONTHLY_BUDGET = "monthly_budget"
+DAILY_BUDGET_USD = "daily_budget_usd"
+MONTHLY_BUDGET_USD = "monthly_budget_usd"
 # Bucket names; a reason may add "_too_large" when one request needs more than the bucket can ever hold.
 REQUESTS = "requests"
 INPUT_TOKENS = "input_tokens"
@@ -29,7 +32,8 @@ BUCKETS = (REQUESTS, INPUT_TOKENS, OUTPUT_TOKENS)
 TOO_LARGE = "_too_large"
 # Tenant-wide limits an admission reports what is left of (Admission.headroom): concurrency, the budgets and the
 # tenant's own buckets (shared by all its keys; Admission.buckets holds the tighter of tenant and key per kind).
-HEADROOM = ("concurrency", "daily_tokens", "monthly_tokens", *BUCKETS)
+# The money budgets come last (added after the rest; admit.lua reports them in this order too).
+HEADROOM = ("concurrency", "daily_tokens", "monthly_tokens", *BUCKETS, "daily_micro_usd", "monthly_micro_usd")
 # retire_key outcomes: a replacement is issued only for RETIRED.
 RETIRED, KEY_MISSING, KEY_REVOKED, KEY_EXPIRED = "retired", "missing", "revoked", "expired"
 # Settlement kinds (Settlement.kind).
@@ -69,6 +73,8 @@ class AdmitRequest:
     """Choices per prompt times prompts (n x len(prompts)): the reservation is max_tokens x completions."""
     request_id: str
     lease_s: float
+    reserved_cost_micro_usd: int = 0
+    """The request's worst-case cost (spend.worst_cost_micro_usd), taken from the money budgets; 0: a free model."""
 
     def reserved_out(self, default_max_tokens: int) -> int:
         return reservation(self.max_tokens, self.completions, default_max_tokens)
@@ -94,6 +100,8 @@ class Admission:
     """The store that admitted it; settlement goes back to the same one (Redis, or the fail-open local one)."""
     fallback: bool = False
     """Decided by fail-open local buckets while Redis was unreachable."""
+    reserved_cost_micro_usd: int = 0
+    """What it took from the money budgets (the request's): settlement replaces it with the actual cost."""
 
     @property
     def ok(self) -> bool:
@@ -121,6 +129,12 @@ class Settlement:
     """FINAL: a request's end (actual usage replaces its reservation). VOID: returns what an admission whose reply
     was lost may have taken (reservation and request unit; no usage). RECORD: a request admitted on a gateway's
     local buckets while Redis was down, sent to Redis later to count its usage and budget spend."""
+    cached_in: int = 0
+    """Of actual_in, the prompt tokens the replica served from its prefix cache (counted in usage)."""
+    reserved_cost_micro_usd: int = 0
+    """Admission.reserved_cost_micro_usd: what the money budgets get back."""
+    cost_micro_usd: int = 0
+    """The actual cost (spend.cost_micro_usd): charged to the money budgets and counted in usage."""
 
 
 class AdminStore(Protocol):
@@ -159,7 +173,8 @@ class AdminStore(Protocol):
     async def list_keys(self, tenant_id: str) -> list[ApiKey]: ...
 
     async def usage(self, tenant_id: str, days: list[str]) -> dict[str, dict[str, int]]:
-        """day -> {"requests", "input_tokens", "output_tokens", "model:<m>:<field>", "key:<id>:<field>"}."""
+        """day -> {"requests", "input_tokens", "output_tokens", "cached_input_tokens", "cost_micro_usd",
+        "model:<m>:<field>", "key:<id>:<field>"}; the last two fields only where not zero."""
 
 
 class Store(AdminStore, Protocol):

@@ -11,10 +11,11 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Callable
 
-from gateway.admin.tenants import ApiKey, Tenant, key_id_of
+from gateway.admin.tenants import ApiKey, Tenant, key_id_of, tenant_field_changes
 from gateway.store import base
 from gateway.store.base import Admission, AdmitRequest, BucketView, Settlement
 from gateway.store.clock import now_ms, periods, refill, reset_ms
+from gateway.store.spend import micro_usd
 
 
 class MemoryStore:
@@ -24,7 +25,8 @@ class MemoryStore:
         self._keys: dict[str, ApiKey] = {}  # digest -> key
         self._buckets: dict[tuple[str, str], list[float]] = {}  # (scope, bucket) -> [level, t_ms]
         self._inflight: dict[str, dict[str, int]] = defaultdict(dict)  # tenant -> request id -> lease end ms
-        self._spent: dict[str, Counter[str]] = defaultdict(Counter)  # tenant -> {"d:<day>" | "m:<month>": tokens}
+        # tenant -> {"d:<day>" | "m:<month>": tokens, "cd:<day>" | "cm:<month>": micro-dollars}
+        self._spent: dict[str, Counter[str]] = defaultdict(Counter)
         self._usage: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)  # (tenant, day) -> fields
 
     async def start(self) -> None:
@@ -55,6 +57,7 @@ class MemoryStore:
         reserve = request.reserved_out(tenant.default_max_tokens)
         day, month, to_next_day_ms, to_next_month_ms = periods(now)
         denied = Admission("", tenant_gen=tenant.gen, reserved_out=reserve, day=day, month=month)
+        cost = denied.reserved_cost_micro_usd = request.reserved_cost_micro_usd
 
         needs = (1, request.prompt_tokens, reserve)
         specs = [
@@ -92,10 +95,14 @@ class MemoryStore:
             denied.reason, retry_ms = base.DAILY_BUDGET, to_next_day_ms
         elif tenant.monthly_tokens > 0 and spent["m:" + month] + total > tenant.monthly_tokens:
             denied.reason, retry_ms = base.MONTHLY_BUDGET, to_next_month_ms
+        elif tenant.daily_budget_usd > 0 and spent["cd:" + day] + cost > micro_usd(tenant.daily_budget_usd):
+            denied.reason, retry_ms = base.DAILY_BUDGET_USD, to_next_day_ms
+        elif tenant.monthly_budget_usd > 0 and spent["cm:" + month] + cost > micro_usd(tenant.monthly_budget_usd):
+            denied.reason, retry_ms = base.MONTHLY_BUDGET_USD, to_next_month_ms
         if denied.reason:
             denied.retry_after_s = retry_ms / 1000
             denied.buckets = _views(specs, levels, taken=False)
-            denied.headroom = _headroom(tenant, len(inflight), spent["d:" + day], spent["m:" + month], levels[:3])
+            denied.headroom = _headroom(tenant, len(inflight), spent, day, month, levels[:3])
             return denied
 
         for (scope, name, _limit, need), taken_from in zip(specs, levels):
@@ -104,9 +111,12 @@ class MemoryStore:
         inflight[request.request_id] = now + int(request.lease_s * 1000)
         spent["d:" + day] += total
         spent["m:" + month] += total
+        if cost > 0:
+            spent["cd:" + day] += cost
+            spent["cm:" + month] += cost
         denied.buckets = _views(specs, levels, taken=True)
         tenant_levels = [None if level is None else level - need for level, need in zip(levels[:3], needs)]
-        denied.headroom = _headroom(tenant, len(inflight), spent["d:" + day], spent["m:" + month], tenant_levels)
+        denied.headroom = _headroom(tenant, len(inflight), spent, day, month, tenant_levels)
         return denied  # reason "" = admitted
 
     async def settle(self, s: Settlement) -> None:
@@ -114,6 +124,7 @@ class MemoryStore:
         if s.kind == base.RECORD:  # see settle.lua: usage and budget spend only (nothing resends to this store)
             spent["d:" + s.day] += s.actual_in + s.actual_out
             spent["m:" + s.month] += s.actual_in + s.actual_out
+            _spend(spent, s, s.cost_micro_usd)
             _count_usage(self._usage[(s.tenant_id, s.day)], s)
             return
         self._inflight[s.tenant_id].pop(s.request_id, None)
@@ -130,6 +141,7 @@ class MemoryStore:
                 self._adjust(scope, base.REQUESTS, holder.rpm, 1, now)
         spent["d:" + s.day] -= refund_in + refund_out
         spent["m:" + s.month] -= refund_in + refund_out
+        _spend(spent, s, s.cost_micro_usd - s.reserved_cost_micro_usd)
         if s.kind == base.FINAL:
             _count_usage(self._usage[(s.tenant_id, s.day)], s)
 
@@ -173,7 +185,7 @@ class MemoryStore:
         tenant = self._tenants.get(tenant_id)
         if tenant is None:
             return None
-        for name, value in changes.items():
+        for name, value in tenant_field_changes(changes).items():
             setattr(tenant, name, copy.deepcopy(value))
         tenant.gen += 1
         return copy.deepcopy(tenant)
@@ -225,12 +237,23 @@ class MemoryStore:
         return {day: dict(self._usage[(tenant_id, day)]) for day in days if (tenant_id, day) in self._usage}
 
 
+def _spend(spent: Counter[str], s: Settlement, delta: int) -> None:
+    """The money budgets' spend (micro-dollars): `delta` more for the admission's day and month."""
+    if delta:
+        spent["cd:" + s.day] += delta
+        spent["cm:" + s.month] += delta
+
+
 def _count_usage(counter: Counter[str], s: Settlement) -> None:
     key_id = key_id_of(s.digest)
     for prefix in ("", f"model:{s.model}:", f"key:{key_id}:"):
         counter[prefix + "requests"] += 1
         counter[prefix + "input_tokens"] += s.actual_in
         counter[prefix + "output_tokens"] += s.actual_out
+        if s.cached_in > 0:  # only where not zero, as settle.lua writes them
+            counter[prefix + "cached_input_tokens"] += s.cached_in
+        if s.cost_micro_usd > 0:
+            counter[prefix + "cost_micro_usd"] += s.cost_micro_usd
 
 
 def _views(specs: list[tuple[str, str, int, int]], levels: list[float | None], taken: bool) -> dict[str, BucketView]:
@@ -252,15 +275,17 @@ def _views(specs: list[tuple[str, str, int, int]], levels: list[float | None], t
 
 
 def _headroom(
-    tenant: Tenant, running: int, spent_day: int, spent_month: int, bucket_levels: list[float | None]
+    tenant: Tenant, running: int, spent: Counter[str], day: str, month: str, bucket_levels: list[float | None]
 ) -> dict[str, tuple[int, int]]:
     """What is left of the tenant-wide limits it has (admit.lua reports the same): concurrency, budgets, and the
     levels of the tenant's own buckets (None where it has no such limit)."""
-    pairs = zip(
-        base.HEADROOM[:3],
-        (tenant.max_concurrent, tenant.daily_tokens, tenant.monthly_tokens),
-        (running, spent_day, spent_month),
-    )
+    pairs = [
+        ("concurrency", tenant.max_concurrent, running),
+        ("daily_tokens", tenant.daily_tokens, spent["d:" + day]),
+        ("monthly_tokens", tenant.monthly_tokens, spent["m:" + month]),
+        ("daily_micro_usd", micro_usd(tenant.daily_budget_usd), spent["cd:" + day]),
+        ("monthly_micro_usd", micro_usd(tenant.monthly_budget_usd), spent["cm:" + month]),
+    ]
     out: dict[str, tuple[int, int]] = {name: (limit, limit - used) for name, limit, used in pairs if limit > 0}
     for name, limit_name, level in zip(base.BUCKETS, ("rpm", "input_tpm", "output_tpm"), bucket_levels):
         if level is not None:

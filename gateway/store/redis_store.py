@@ -11,8 +11,10 @@ touch a single Redis Cluster slot:
     sg:{t:<id>}:b:<bucket>             HASH  {v: level, t: ms}; bucket = requests | input_tokens | output_tokens
     sg:{t:<id>}:kb:<digest>:<bucket>   HASH  the per-key buckets
     sg:{t:<id>}:inflight               ZSET  request id -> lease end (ms): max_concurrent
-    sg:{t:<id>}:spent                  HASH  d:<YYYYMMDD> / m:<YYYYMM> -> tokens (budgets)
-    sg:{t:<id>}:usage:<YYYYMMDD>       HASH  requests / input_tokens / output_tokens, also per model: and key:
+    sg:{t:<id>}:owners                 HASH  gateway instance -> heartbeat deadline (ms): its leases' liveness
+    sg:{t:<id>}:spent                  HASH  d:<YYYYMMDD> / m:<YYYYMM> -> tokens, cd: / cm: -> micro-dollars (budgets)
+    sg:{t:<id>}:usage:<YYYYMMDD>       HASH  requests / input_tokens / output_tokens / cached_input_tokens /
+                                             cost_micro_usd, also per model: and key:
 
 Every call is bounded by the socket timeout and never retried here: the caller (resilient.py) decides what an
 unavailable Redis means.
@@ -22,13 +24,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-import redis.asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from gateway.admin.tenants import (
@@ -44,6 +43,8 @@ from gateway.admin.tenants import (
 )
 from gateway.store import base
 from gateway.store.base import Admission, AdmitRequest, BucketView, Settlement, StoreRejected, StoreUnavailable
+from gateway.store.redis_pool import PoolExhausted, admin_client
+from gateway.store.redis_url import RedisEndpoint, parse_redis_url
 from gateway.store.resp import PreparedCommand, RespClient, RespError
 
 _HERE = Path(__file__).parent
@@ -61,21 +62,34 @@ SETTLE = _Script("settle.lua")
 ADMIN_CREATE = _Script("admin_create.lua")
 ADMIN_UPDATE = _Script("admin_update.lua")
 RETIRE_KEY = _Script("retire_key.lua")
+HEARTBEAT = _Script("heartbeat.lua")  # lease owners' liveness (leases.py)
+
+
+@dataclass(frozen=True)
+class PoolLimits:
+    """redis-py's pool (gateway/store/redis_pool.py): a call waits up to timeout_s for one of max_connections."""
+
+    max_connections: int = 64
+    timeout_s: float = 1.0
 
 
 class RedisStore:
-    def __init__(self, url: str, key_prefix: str = "sg:", socket_timeout_s: float = 0.1) -> None:
-        self._redis = aioredis.Redis.from_url(
-            url,
-            decode_responses=True,
-            socket_timeout=socket_timeout_s,
-            socket_connect_timeout=socket_timeout_s,
-            # One retry on a dropped connection only (a pooled one Redis closed when it restarted); a timeout is
-            # not retried, so every call stays bounded by about one socket timeout.
-            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
-        )
-        self._fast = RespClient(url, socket_timeout_s)  # the two hot-path scripts; redis-py for the rest
+    def __init__(
+        self,
+        url: str | RedisEndpoint,
+        key_prefix: str = "sg:",
+        socket_timeout_s: float = 0.1,
+        pool: PoolLimits = PoolLimits(),
+        heartbeat_s: float = 10.0,
+    ) -> None:
+        endpoint = parse_redis_url(url) if isinstance(url, str) else url
+        # Both clients from one endpoint: the same transport (TCP, TLS, unix socket), credentials and db.
+        self._redis = admin_client(endpoint, socket_timeout_s, pool.max_connections, pool.timeout_s)
+        self._fast = RespClient(endpoint, socket_timeout_s)  # the two hot-path scripts; redis-py for the rest
         self._p = key_prefix
+        self.heartbeat_s = heartbeat_s
+        """How long a dead gateway's leases outlive it (leases.py); 0: until their lease ends."""
+        self._lease_ms = 0  # the longest lease admitted: how long an owner's heartbeat must be kept
         self._admit_commands: dict[tuple[str, str], PreparedCommand] = {}  # (tenant, digest) -> EVALSHA + KEYS
         self._settle_commands: dict[tuple[str, str, str], PreparedCommand] = {}  # (tenant, digest, day) -> ...
         # redis-py's scripts: EVALSHA, loading the source again on NOSCRIPT (admin calls, not the hot path)
@@ -96,6 +110,8 @@ class RedisStore:
         them loosely, sync and async together)."""
         try:
             return await fn(*args)
+        except PoolExhausted:
+            raise
         except (RedisError, OSError, TimeoutError) as exc:
             raise StoreUnavailable(f"redis: {exc!r}") from exc
 
@@ -104,14 +120,14 @@ class RedisStore:
         try:
             return cast(list[Any], await self._fast.call_prepared(command, *args))
         except RespError as exc:
-            if not str(exc).startswith("NOSCRIPT"):
-                raise StoreRejected(f"redis: {exc}") from exc
+            if exc.code != "NOSCRIPT":
+                raise _refused(exc) from exc
         # Redis restarted or was flushed: load the script again (EVALSHA, reload on NOSCRIPT).
         try:
             await self._fast.call("SCRIPT", "LOAD", script.source)
             return cast(list[Any], await self._fast.call_prepared(command, *args))
         except RespError as exc:
-            raise StoreRejected(f"redis: {exc}") from exc
+            raise _refused(exc) from exc
 
     # ---- key names ----------------------------------------------------------------------------------------------
     def _t(self, tenant_id: str) -> str:
@@ -123,7 +139,7 @@ class RedisStore:
             t = self._t(tenant_id)
             keys = [t + "tenant", t + "key:" + digest]
             keys += [t + "b:" + b for b in base.BUCKETS] + [f"{t}kb:{digest}:{b}" for b in base.BUCKETS]
-            keys += [t + "inflight", t + "spent"]
+            keys += [t + "inflight", t + "spent", t + "owners"]
             if len(self._admit_commands) > 100_000:
                 self._admit_commands.clear()
             command = PreparedCommand("EVALSHA", ADMIT.sha, len(keys), *keys)
@@ -152,9 +168,13 @@ class RedisStore:
             request.request_id,
             int(request.lease_s * 1000),
             request.completions,
+            request.reserved_cost_micro_usd,
+            int(self.heartbeat_s * 1000),
         ]
+        self._lease_ms = max(self._lease_ms, int(request.lease_s * 1000))
         out = await self._script(ADMIT, command, args)
         admission = Admission(out[0], out[1] / 1000, int(out[2]), int(out[3]), out[4], out[5])
+        admission.reserved_cost_micro_usd = request.reserved_cost_micro_usd
         for i, name in enumerate(base.BUCKETS):
             limit, remaining, reset_ms = out[6 + 3 * i : 9 + 3 * i] or (0, 0, 0)
             if limit:
@@ -179,6 +199,9 @@ class RedisStore:
             int(s.replay),
             s.kind,
             s.lease_end_ms,
+            s.cached_in,
+            s.reserved_cost_micro_usd,
+            s.cost_micro_usd,
         ]
         await self._script(SETTLE, self._settle_command(s.tenant_id, s.digest, s.day), args)
 
@@ -205,6 +228,12 @@ class RedisStore:
             command = PreparedCommand("EVALSHA", SETTLE.sha, len(keys), *keys)
             self._settle_commands[(tenant_id, digest, day)] = command
         return command
+
+    async def heartbeat(self, tenant_id: str, owner: str) -> None:
+        """Renew a gateway instance's lease deadline in one tenant (leases.py)."""
+        command = PreparedCommand("EVALSHA", HEARTBEAT.sha, 1, self._t(tenant_id) + "owners")
+        heartbeat_ms = int(self.heartbeat_s * 1000)
+        await self._script(HEARTBEAT, command, [owner, heartbeat_ms, max(heartbeat_ms, self._lease_ms)])
 
     # ---- admin --------------------------------------------------------------------------------------------------
     async def put_tenant(self, tenant: Tenant) -> Tenant:
@@ -235,8 +264,12 @@ class RedisStore:
 
     async def list_tenants(self) -> list[Tenant]:
         ids = sorted(await self._call(self._redis.smembers, self._p + "tenants"))
-        tenants = [await self.get_tenant(tenant_id) for tenant_id in ids]
-        return [t for t in tenants if t is not None]
+        # one round trip for all of them: a thousand tenants one by one took ~1.6 s (the console's tenant list)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for tenant_id in ids:
+                pipe.hgetall(self._t(tenant_id) + "tenant")
+            raws = await self._call(pipe.execute)
+        return [tenant_from_hash(raw) for raw in raws if raw]
 
     async def create_tenant(self, tenant: Tenant) -> Tenant | None:
         fields = tenant_to_hash(tenant)
@@ -282,7 +315,10 @@ class RedisStore:
     async def list_keys(self, tenant_id: str) -> list[ApiKey]:
         t = self._t(tenant_id)
         digests = sorted(await self._call(self._redis.smembers, t + "keys"))
-        raws = [await self._call(self._redis.hgetall, t + "key:" + d) for d in digests]
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for digest in digests:
+                pipe.hgetall(t + "key:" + digest)
+            raws = await self._call(pipe.execute)
         return sorted((key_from_hash(r) for r in raws if r), key=lambda k: k.created_at)
 
     async def usage(self, tenant_id: str, days: list[str]) -> dict[str, dict[str, int]]:
@@ -293,6 +329,14 @@ class RedisStore:
             if raw:
                 out[day] = {k: int(v) for k, v in raw.items()}
         return out
+
+
+def _refused(exc: RespError) -> Exception:
+    """LOADING, BUSY, READONLY ... (resp.OUTAGE_REPLIES): Redis will run it later, so an outage (the settlement
+    waits and is replayed, admission follows failure_mode); any other error reply would fail the same way again."""
+    if exc.is_outage:
+        return StoreUnavailable(f"redis: {exc}")
+    return StoreRejected(f"redis: {exc}")
 
 
 def _flat(fields: dict[str, str]) -> list[str]:

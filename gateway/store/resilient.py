@@ -5,12 +5,20 @@
 - fail_open: admission runs on local in-process buckets at each limit / num_instances (the instances together
   stay near the shared limit), budgets starting from this instance's share of what Redis last said was left, and
   what it serves is recorded in Redis once it is back; fail_closed: admission answers 503;
-- a settlement that cannot reach Redis waits in a bounded queue and is replayed when Redis answers again, so each
-  admitted request is still settled once: a replay of one that did run (only its reply was lost) is skipped by the
-  script; an admission whose reply was lost may have taken a reservation, so a void settlement returning it is
-  queued too (skipped if the admission never ran);
-- an error reply (a script error, a value Redis cannot take) is not an outage: that call fails alone, Redis stays
-  up, and a settlement Redis rejects is dropped and logged rather than blocking the queue behind it.
+- a settlement that cannot reach Redis waits in a bounded queue, retried every `retry_interval_s` until Redis
+  takes it (no request needs to come by), so each admitted request is still settled once: a replay of one that did
+  run (only its reply was lost) is skipped by the script; an admission whose reply was lost may have taken a
+  reservation, so a void settlement returning it is queued too (skipped if the admission never ran). A tenant's
+  queued settlements are replayed before its next admission, so that admission never meets concurrency slots and
+  reservations its own finished requests still hold;
+- an error reply that means "not now" (LOADING after a restart, BUSY, READONLY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN:
+  resp.OUTAGE_REPLIES) is an outage like a lost connection; any other error reply (a script error, a value Redis
+  cannot take) is not: that call fails alone, Redis stays up, and a settlement Redis rejects is dropped and logged
+  rather than blocking the queue behind it;
+- a call that found every pooled connection busy (redis_pool.PoolExhausted) fails alone too: that is this
+  gateway's overload, not Redis being down;
+- each tenant's fail-open state (buckets, concurrency, budgets) lives in a store of its own, dropped with the
+  tenant, so a tenant deleted and created again with the same id starts clean, without the old one's queued usage.
 """
 
 from __future__ import annotations
@@ -20,8 +28,8 @@ import copy
 import dataclasses
 import logging
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from gateway.admin.tenants import ApiKey, Tenant
@@ -39,7 +47,9 @@ from gateway.store.base import (
     StoreUnavailable,
 )
 from gateway.store.clock import now_ms, periods
+from gateway.store.leases import LeaseHeartbeat
 from gateway.store.memory import MemoryStore
+from gateway.store.redis_pool import PoolExhausted
 from gateway.store.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
@@ -47,7 +57,17 @@ MAX_PENDING_SETTLEMENTS = 100_000
 _SCALED_LIMITS = ("rpm", "input_tpm", "output_tpm", "max_concurrent", "daily_tokens", "monthly_tokens")
 _BUDGETS = ("daily_tokens", "monthly_tokens")
 MAX_TRACKED_TENANTS = 100_000
+REPLAY_BATCH = 256
 T = TypeVar("T")
+
+
+@dataclass
+class _LocalTenant:
+    """One tenant's fail-open state on this instance."""
+
+    store: MemoryStore
+    gen: int = -1
+    """The tenant generation whose limits `store` holds (-1: none yet)."""
 
 
 class ResilientStore:
@@ -55,21 +75,23 @@ class ResilientStore:
         self, redis: RedisStore, failure_mode: str, retry_interval_s: float, num_instances: int, metrics: GatewayMetrics
     ) -> None:
         self.primary = redis
-        self.local = MemoryStore()
         self._fail_open = failure_mode == FAIL_OPEN
         self._mode = failure_mode
         self._retry_interval_s = retry_interval_s
         self._num_instances = num_instances
         self._metrics = metrics
         self._down_until = 0.0  # monotonic seconds; 0: believed up
-        self._local_gens: dict[str, int] = {}  # tenant id -> gen of the copy the local store holds
+        self._locals: dict[str, _LocalTenant] = {}  # tenant id -> its fail-open store
         # tenant id -> (day, month, {"daily_tokens" | "monthly_tokens": tokens left}) from Redis' last answer: where
         # fail_open's local budgets start, so a tenant that spent its day does not get it again during an outage
         self._budgets_left: dict[str, tuple[str, str, dict[str, int]]] = {}
         self._budgets_seeded: set[str] = set()  # tenants whose local budgets were set from that since Redis went down
-        self._pending: deque[Settlement] = deque(maxlen=MAX_PENDING_SETTLEMENTS)
-        self._replay: asyncio.Task[None] | None = None
-        metrics.redis_up.set(1)
+        self._pending: dict[str, list[Settlement]] = {}  # tenant id -> its settlements waiting for Redis
+        self._pending_count = 0
+        self._replays: dict[str, asyncio.Task[None]] = {}  # tenant id -> the replay of its queue now running
+        self._retrier: asyncio.Task[None] | None = None
+        self._leases = LeaseHeartbeat(redis.heartbeat, redis.heartbeat_s)
+        metrics.redis_up(True)
 
     async def start(self) -> None:
         try:
@@ -78,8 +100,10 @@ class ResilientStore:
             self._mark_down(exc)
 
     async def close(self) -> None:
-        if self._replay:
-            self._replay.cancel()
+        self._leases.close()
+        for task in [self._retrier, *self._replays.values()]:
+            if task is not None:
+                task.cancel()
         await self.primary.close()
 
     @property
@@ -91,15 +115,13 @@ class ResilientStore:
             log.warning("redis unreachable (%s); %s for now", exc, self._mode)
             self._budgets_seeded.clear()  # a new outage: local budgets start again from Redis' last answers
         self._down_until = time.monotonic() + self._retry_interval_s
-        self._metrics.redis_up.set(0)
+        self._metrics.redis_up(False)
 
     def _mark_up(self) -> None:
         if self._down_until != 0.0:
             log.warning("redis reachable again")
             self._down_until = 0.0
-            self._metrics.redis_up.set(1)
-        if self._pending and (self._replay is None or self._replay.done()):
-            self._replay = asyncio.get_running_loop().create_task(self._replay_settlements())
+            self._metrics.redis_up(True)
 
     def _should_try(self) -> bool:
         return self._down_until == 0.0 or time.monotonic() >= self._down_until
@@ -110,6 +132,8 @@ class ResilientStore:
             raise StoreUnavailable("redis marked down")
         try:
             result = await fn(*args)
+        except PoolExhausted:
+            raise  # this call waited too long for a connection of this gateway's own: Redis is not down
         except StoreUnavailable as exc:
             self._mark_down(exc)
             raise
@@ -125,9 +149,14 @@ class ResilientStore:
 
     async def admit(self, request: AdmitRequest, tenant: Tenant, key: ApiKey) -> Admission:
         """`tenant` and `key` are the caller's cached copies, used only for the local buckets of fail_open."""
+        queued = request.tenant_id in self._pending or request.tenant_id in self._replays
+        if queued and self._should_try():  # Redis may be back: its finished requests' slots go back first
+            await self._replay_tenant(request.tenant_id)
         try:
             admission = await self._primary("admit", self.primary.admit, request)
             admission.store = self.primary
+            if admission.ok:
+                self._leases.held(request.tenant_id, request.request_id)
             self._note_budgets(request.tenant_id, admission)
             return admission
         except StoreRejected:
@@ -135,32 +164,42 @@ class ResilientStore:
             raise unavailable("Rate limiting failed for this request; retry shortly.") from None
         except StoreUnavailable as exc:
             if isinstance(exc, StoreReplyLost):
-                self._queue(_void_settlement(request, tenant))
+                self._queue(_void_settlement(request, tenant), sent=True)
             self._metrics.child(self._metrics.redis_fallbacks, self._mode, "admit").inc()
             if not self._fail_open:
                 raise unavailable("Rate limiting is unavailable (Redis unreachable); retry shortly.") from None
-        await self._sync_local(tenant, key)
-        admission = await self.local.admit(request)
-        admission.store, admission.fallback = self.local, True
+        local = await self._sync_local(tenant, key)
+        admission = await local.admit(request)
+        admission.store, admission.fallback = local, True
         return admission
 
     async def settle(self, settlement: Settlement, store: object) -> None:
-        if store is self.local:
-            await self.local.settle(settlement)
+        if isinstance(store, MemoryStore):  # admitted on a tenant's fail-open store
+            await store.settle(settlement)
             # Redis never saw this request: its usage and budget spend go there too, now or once it is back.
             settlement = dataclasses.replace(settlement, reserved_in=0, reserved_out=0, kind=RECORD)
+        else:
+            self._leases.released(settlement.tenant_id, settlement.request_id)
         try:
             await self._primary("settle", self.primary.settle, settlement)
         except StoreRejected:
             log.exception("redis rejected the settlement of %s; dropped", settlement.request_id)
-        except StoreUnavailable:
+        except StoreUnavailable as exc:
             self._metrics.child(self._metrics.redis_fallbacks, self._mode, "settle").inc()
-            self._queue(settlement)
+            self._queue(settlement, sent=isinstance(exc, StoreReplyLost))
 
-    def _queue(self, settlement: Settlement) -> None:
-        settlement.replay = True
-        self._pending.append(settlement)
-        self._metrics.settle_pending.set(len(self._pending))
+    def _queue(self, settlement: Settlement, sent: bool) -> None:
+        """`sent`: Redis may have run it (its reply was lost), so its replay must be skipped if it did. One that
+        never ran (not sent, refused with LOADING ...) is applied as it is, even where its lease is already gone
+        (a restart that lost it, or a dead owner's leases reaped: see admit.lua)."""
+        settlement.replay = settlement.replay or sent
+        if self._pending_count >= MAX_PENDING_SETTLEMENTS:
+            log.error("settlement queue full (%d): %s dropped", self._pending_count, settlement.request_id)
+            return
+        self._pending.setdefault(settlement.tenant_id, []).append(settlement)
+        self._pending_count += 1
+        self._metrics.settle_pending.set(self._pending_count)
+        self._ensure_retrier()
 
     def _note_budgets(self, tenant_id: str, admission: Admission) -> None:
         left = {name: admission.headroom[name][1] for name in _BUDGETS if name in admission.headroom}
@@ -169,22 +208,29 @@ class ResilientStore:
                 self._budgets_left.clear()
             self._budgets_left[tenant_id] = (admission.day, admission.month, left)
 
-    async def _sync_local(self, tenant: Tenant, key: ApiKey) -> None:
-        if self._local_gens.get(tenant.id) != tenant.gen:
+    async def _sync_local(self, tenant: Tenant, key: ApiKey) -> MemoryStore:
+        """The tenant's fail-open store, with its limits scaled to this instance's share and the key in it."""
+        local = self._locals.get(tenant.id)
+        if local is None:
+            if len(self._locals) >= MAX_TRACKED_TENANTS:
+                self._locals.clear()
+            local = self._locals[tenant.id] = _LocalTenant(MemoryStore())
+        if local.gen != tenant.gen:
             scaled = copy.deepcopy(tenant)
             for name in _SCALED_LIMITS:
                 limit = getattr(scaled, name)
                 if limit > 0:
                     setattr(scaled, name, max(1, -(-limit // self._num_instances)))
-            await self.local.put_tenant(scaled)
-            self._local_gens[tenant.id] = tenant.gen
+            await local.store.put_tenant(scaled)
+            local.gen = tenant.gen
         if tenant.id not in self._budgets_seeded:
             self._budgets_seeded.add(tenant.id)
-            self._seed_budgets(tenant)
-        if await self.local.get_key(key.digest) is None:
-            await self.local.put_key(key)
+            self._seed_budgets(tenant, local.store)
+        if await local.store.get_key(key.digest) is None:
+            await local.store.put_key(key)
+        return local.store
 
-    def _seed_budgets(self, tenant: Tenant) -> None:
+    def _seed_budgets(self, tenant: Tenant, local: MemoryStore) -> None:
         """This instance's share of what Redis last said was left of the tenant's budgets becomes what is left of
         its local ones (a budget of another day or month, or never seen, starts full)."""
         known = self._budgets_left.get(tenant.id)
@@ -199,27 +245,87 @@ class ResilientStore:
             limit = getattr(tenant, name)
             if limit > 0 and name in left and same_period:
                 share = -(-limit // self._num_instances)
-                self.local.set_spent(tenant.id, period_key, share - left[name] // self._num_instances)
+                local.set_spent(tenant.id, period_key, share - left[name] // self._num_instances)
 
-    async def _replay_settlements(self) -> None:
+    # ---- the settlement queue -----------------------------------------------------------------------------------
+    def _ensure_retrier(self) -> None:
+        if self._retrier is None or self._retrier.done():
+            self._retrier = asyncio.get_running_loop().create_task(self._retry_replays())
+
+    async def _retry_replays(self) -> None:
+        """Until the queue is empty: replay it whenever Redis may be back (at the end of each retry interval), so a
+        recovery is noticed without waiting for traffic and leases never outlive their requests for long."""
         while self._pending:
-            settlement = self._pending[0]
-            try:
-                await self.primary.settle(settlement)
-            except StoreRejected:
-                log.exception("redis rejected the settlement of %s; dropped", settlement.request_id)
-            except StoreUnavailable as exc:
-                self._mark_down(exc)
+            await asyncio.sleep(max(self._down_until - time.monotonic(), 0.0) if self._down_until else 0.0)
+            for tenant_id in list(self._pending):
+                await self._replay_tenant(tenant_id)
+                if not self.redis_up:
+                    break
+            if self._pending and self.redis_up:  # kept for a reason other than an outage: do not spin on it
+                await asyncio.sleep(self._retry_interval_s)
+
+    async def _replay_tenant(self, tenant_id: str) -> None:
+        """Replay one tenant's queue; callers at the same time (its next admission, the retry loop) share it."""
+        task = self._replays.get(tenant_id)
+        if task is None or task.done():
+            batch = self._pending.pop(tenant_id, None)
+            if not batch:
                 return
-            self._pending.popleft()
-            self._metrics.settle_pending.set(len(self._pending))
+            self._pending_count -= len(batch)
+            task = asyncio.get_running_loop().create_task(self._send(tenant_id, batch))
+            self._replays[tenant_id] = task
+            task.add_done_callback(self._replay_done(tenant_id))
+        await asyncio.shield(task)
+
+    def _replay_done(self, tenant_id: str) -> Callable[[asyncio.Task[None]], None]:
+        def forget(task: asyncio.Task[None]) -> None:
+            if self._replays.get(tenant_id) is task:
+                del self._replays[tenant_id]
+
+        return forget
+
+    async def _send(self, tenant_id: str, batch: list[Settlement]) -> None:
+        """Settle each in Redis, REPLAY_BATCH at a time (they pipeline on one connection, each batch well within the
+        socket timeout); what Redis could not take yet goes back to the front of the tenant's queue."""
+        keep: list[Settlement] = []
+        for start in range(0, len(batch), REPLAY_BATCH):
+            chunk = batch[start : start + REPLAY_BATCH]
+            if keep:  # Redis failed an earlier batch: the rest waits with it
+                keep += chunk
+                continue
+            results = await asyncio.gather(*(self.primary.settle(s) for s in chunk), return_exceptions=True)
+            for settlement, result in zip(chunk, results, strict=True):
+                if isinstance(result, StoreRejected):
+                    log.error("redis rejected the settlement of %s; dropped (%s)", settlement.request_id, result)
+                elif isinstance(result, StoreUnavailable):
+                    self._mark_down(result)
+                    settlement.replay = settlement.replay or isinstance(result, StoreReplyLost)
+                    keep.append(settlement)
+                elif isinstance(result, BaseException):
+                    log.error("settlement %s not replayed: %r", settlement.request_id, result)
+                    keep.append(settlement)
+        if keep:
+            self._pending[tenant_id] = keep + self._pending.get(tenant_id, [])
+            self._pending_count += len(keep)
+            self._ensure_retrier()
+        else:
+            self._mark_up()
+        self._metrics.settle_pending.set(self._pending_count)
 
     # ---- admin: straight to Redis (an admin change must reach every instance, so it cannot fall back) -------
     async def put_tenant(self, tenant: Tenant) -> Tenant:
         return await self.primary.put_tenant(tenant)
 
     async def delete_tenant(self, tenant_id: str) -> bool:
-        return await self.primary.delete_tenant(tenant_id)
+        deleted = await self.primary.delete_tenant(tenant_id)
+        # A tenant created again under this id must start clean: without the old one's fail-open buckets and
+        # budgets, and without its queued usage landing on the new one.
+        self._locals.pop(tenant_id, None)
+        self._budgets_left.pop(tenant_id, None)
+        self._budgets_seeded.discard(tenant_id)
+        self._pending_count -= len(self._pending.pop(tenant_id, []))
+        self._metrics.settle_pending.set(self._pending_count)
+        return deleted
 
     async def list_tenants(self) -> list[Tenant]:
         return await self.primary.list_tenants()
@@ -268,4 +374,5 @@ def _void_settlement(request: AdmitRequest, tenant: Tenant) -> Settlement:
         month,
         lease_end_ms=now + int(request.lease_s * 1000),
         kind=VOID,
+        reserved_cost_micro_usd=request.reserved_cost_micro_usd,
     )

@@ -5,7 +5,8 @@ Why not redis-py here: its asyncio client costs ~175 us of CPU per PING and ~350
 connection as it comes and matches replies in order (natural pipelining under load), ~40 us per call.
 
 Every call has a deadline (`timeout_s`). A missed deadline, a lost connection or a refused connect fails the
-calls in flight with StoreUnavailable and drops the connection; the next call reconnects.
+calls in flight with StoreUnavailable and drops the connection; the next call reconnects. The transport (TCP, TLS,
+unix socket; ACL user, db) is the `RedisEndpoint`'s (redis_url.py), the same one redis-py's admin pool uses.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ import socket
 from collections import deque
 from collections.abc import Iterable, Sequence
 from types import ModuleType
-from typing import Any, Protocol, cast
-from urllib.parse import unquote, urlparse
+from typing import Any, Final, Protocol, cast
 
 from gateway.store.base import StoreReplyLost, StoreUnavailable
+from gateway.store.redis_url import RedisEndpoint, parse_redis_url
 
 Reply = Any
 """A decoded RESP2 reply: str | int | None | list of replies (an error reply is raised as RespError)."""
@@ -37,6 +38,23 @@ hiredis = _load_hiredis()
 
 class RespError(Exception):
     """An error reply from Redis (e.g. NOSCRIPT)."""
+
+    @property
+    def code(self) -> str:
+        """The error's first word: NOSCRIPT, LOADING, ERR ..."""
+        return str(self).split(" ", 1)[0]
+
+    @property
+    def is_outage(self) -> bool:
+        """Redis refused to run the command for now (it will later, unchanged): an outage, not a rejection."""
+        return self.code in OUTAGE_REPLIES
+
+
+OUTAGE_REPLIES: Final = frozenset({"LOADING", "BUSY", "MASTERDOWN", "READONLY", "TRYAGAIN", "CLUSTERDOWN"})
+"""Error replies that mean "not now" rather than "never": loading its data after a restart, a script running past
+busy-reply-threshold, a replica cut off from its master or one that was a master until a failover, a resharding
+slot, a cluster without quorum. None of them ran the command (a script that hits READONLY stops at its first write,
+which is its first effect), so it can be sent again."""
 
 
 _INCOMPLETE = object()
@@ -168,13 +186,9 @@ class _Connection(asyncio.Protocol):
 
 
 class RespClient:
-    def __init__(self, url: str, timeout_s: float) -> None:
-        parsed = urlparse(url)
-        self._host = parsed.hostname or "127.0.0.1"
-        self._port = parsed.port or 6379
-        self._db = int(parsed.path.lstrip("/") or 0)
-        self._password = unquote(parsed.password) if parsed.password else None
-        self._username = unquote(parsed.username) if parsed.username else None
+    def __init__(self, endpoint: RedisEndpoint | str, timeout_s: float) -> None:
+        self._endpoint = parse_redis_url(endpoint) if isinstance(endpoint, str) else endpoint
+        self._ssl = self._endpoint.tls.context() if self._endpoint.tls else None  # built once, not per connect
         self._timeout_s = timeout_s
         self._conn: _Connection | None = None
         self._connecting: asyncio.Future[_Connection] | None = None
@@ -222,17 +236,25 @@ class RespClient:
             self._connecting = None
 
     async def _open(self, loop: asyncio.AbstractEventLoop) -> _Connection:
+        endpoint = self._endpoint
         try:
-            _, conn = await asyncio.wait_for(
-                loop.create_connection(_Connection, self._host, self._port), self._timeout_s
-            )
-        except (TimeoutError, OSError) as exc:
-            raise StoreUnavailable(f"redis: cannot connect to {self._host}:{self._port} ({exc!r})") from None
+            if endpoint.unix_path:
+                connecting = loop.create_unix_connection(_Connection, endpoint.unix_path)
+            elif self._ssl is not None:
+                connecting = loop.create_connection(
+                    _Connection, endpoint.host, endpoint.port, ssl=self._ssl, ssl_handshake_timeout=self._timeout_s
+                )
+            else:
+                connecting = loop.create_connection(_Connection, endpoint.host, endpoint.port)
+            _, conn = await asyncio.wait_for(connecting, self._timeout_s)
+        except (TimeoutError, OSError) as exc:  # ssl.SSLError (a certificate refused) is an OSError
+            raise StoreUnavailable(f"redis: cannot connect to {endpoint.address} ({exc!r})") from None
         setup: list[tuple[object, ...]] = []
-        if self._password:
-            setup.append(("AUTH", self._username, self._password) if self._username else ("AUTH", self._password))
-        if self._db:
-            setup.append(("SELECT", self._db))
+        if endpoint.password:
+            auth = ("AUTH", endpoint.username, endpoint.password) if endpoint.username else ("AUTH", endpoint.password)
+            setup.append(auth)
+        if endpoint.db:
+            setup.append(("SELECT", endpoint.db))
         self._conn = conn
         for command in setup:
             future: asyncio.Future[Reply] = loop.create_future()

@@ -4,19 +4,32 @@
 --       12 hash of recorded fallback request ids
 -- ARGV: 1 request id, 2 reserved in, 3 reserved out, 4 actual in, 5 actual out, 6 day, 7 month, 8 model, 9 key id,
 --       10 replay (1: sent again after a lost reply), 11 kind (final | void | record, see base.Settlement),
---       12 lease end ms
+--       12 lease end ms, 13 cached input tokens (of actual in), 14 reserved cost, 15 actual cost (micro-dollars)
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local kind = ARGV[11]
 local actual_in, actual_out = tonumber(ARGV[4]), tonumber(ARGV[5])
+local cached_in = tonumber(ARGV[13] or '0') or 0
+local reserved_cost, cost = tonumber(ARGV[14] or '0') or 0, tonumber(ARGV[15] or '0') or 0
 
 local function count_usage()
   for _, prefix in ipairs({'', 'model:' .. ARGV[8] .. ':', 'key:' .. ARGV[9] .. ':'}) do
     redis.call('HINCRBY', KEYS[9], prefix .. 'requests', 1)
     redis.call('HINCRBY', KEYS[9], prefix .. 'input_tokens', actual_in)
     redis.call('HINCRBY', KEYS[9], prefix .. 'output_tokens', actual_out)
+    -- written only where not zero: a day without prices or cache hits keeps its old shape
+    if cached_in > 0 then redis.call('HINCRBY', KEYS[9], prefix .. 'cached_input_tokens', cached_in) end
+    if cost > 0 then redis.call('HINCRBY', KEYS[9], prefix .. 'cost_micro_usd', cost) end
   end
   redis.call('EXPIRE', KEYS[9], 400 * 86400)
+end
+
+-- The money budgets' spend (micro-dollars): `delta` more for the admission's day and month.
+local function spend(delta)
+  if delta ~= 0 then
+    redis.call('HINCRBY', KEYS[8], 'cd:' .. ARGV[6], delta)
+    redis.call('HINCRBY', KEYS[8], 'cm:' .. ARGV[7], delta)
+  end
 end
 
 if kind == 'record' then
@@ -27,6 +40,7 @@ if kind == 'record' then
   redis.call('EXPIRE', KEYS[12], 2 * 86400)
   redis.call('HINCRBY', KEYS[8], 'd:' .. ARGV[6], actual_in + actual_out)
   redis.call('HINCRBY', KEYS[8], 'm:' .. ARGV[7], actual_in + actual_out)
+  spend(cost)
   count_usage()
   return 1
 end
@@ -59,6 +73,7 @@ if refund ~= 0 then
   redis.call('HINCRBY', KEYS[8], 'd:' .. ARGV[6], -refund)
   redis.call('HINCRBY', KEYS[8], 'm:' .. ARGV[7], -refund)
 end
+spend(cost - reserved_cost)
 if kind == 'void' then
   -- The admission ran but its client never got the answer (it was refused or served elsewhere): its request
   -- unit goes back too.

@@ -2,7 +2,8 @@
 
 Behaviour is steered per request by an extra body field the gateway passes through untouched:
     "fake": {"tokens": 5, "usage": true, "die_after": 2, "delay_s": 0.5, "status": 500, "chunk_delay_s": 0.05,
-             "prompt_tokens": 7, "retry_after": "5"}     # retry_after: that header on the `status` answer
+             "prompt_tokens": 7, "retry_after": "5",     # retry_after: that header on the `status` answer
+             "cached_tokens": 4}                         # usage.prompt_tokens_details.cached_tokens
     "usage": "no_completion_tokens" sends usage without completion_tokens.
 Every request body it receives is kept in `received`; streams the client abandoned are counted in `cancelled`.
 """
@@ -61,6 +62,8 @@ class FakeUpstream:
             "completion_tokens": num_tokens,
             "total_tokens": int(fake.get("prompt_tokens", 11)) + num_tokens,
         }
+        if "cached_tokens" in fake:
+            usage["prompt_tokens_details"] = {"cached_tokens": int(fake["cached_tokens"])}
         with_usage = fake.get("usage", True)
         if with_usage == "no_completion_tokens":  # a non-conforming upstream: usage without the output count
             del usage["completion_tokens"]

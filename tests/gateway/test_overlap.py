@@ -109,7 +109,7 @@ def test_a_tenant_changed_by_the_admin_is_sent_again_with_its_new_settings(
     fake, tokenizer_dir, clean_redis, monkeypatch
 ):
     """The overlapped request left with the gateway's old copy of the tenant; the admission answer says the tenant
-    changed (isolate_cache now on), so that request is cancelled and sent again with the new cache salt."""
+    changed (it joined a cache group), so that request is cancelled and sent again with the new cache salt."""
     monkeypatch.setattr(overlap, "MAX_VIEW_AGE_S", 60.0)
     with two_gateways(fake.url, tokenizer_dir) as (gw, admin):
         tenant = admin.tenant(rpm=1000, input_tpm=1_000_000, output_tpm=1_000_000)
@@ -125,8 +125,8 @@ def test_a_tenant_changed_by_the_admin_is_sent_again_with_its_new_settings(
             assert answer.status_code == 200, answer.text
             return fake.received[-1]
 
-        assert "cache_salt" not in send()
-        assert admin.http.patch(f"/tenants/{tenant}", json={"isolate_cache": True}).status_code == 200
-        assert send().get("cache_salt") == tenant
+        assert send().get("cache_salt") == tenant  # its own prefix cache: the default
+        assert admin.http.patch(f"/tenants/{tenant}", json={"cache_group": "overlap-org"}).status_code == 200
+        assert send().get("cache_salt") == "group:overlap-org"
         assert metric(gw, "overlapped") == 0  # the stale overlap was abandoned, not counted as overlapped
         wait_until(lambda: admin.usage(tenant)["requests"] == 2)

@@ -38,8 +38,8 @@ load bound; charging each waiting request the replica's mean in-flight prompt in
 5-15% at a cost of 1-5 points of hit rate.
 
 The index behind matched_blocks is precise (the replica's KV events feed) or approximate (the router's own
-history, with a TTL) per replica; the policy does not care which. Tenants with isolate_cache hash with their
-salt, so their blocks only ever match their own requests.
+history, with a TTL) per replica; the policy does not care which. Each tenant hashes with its own salt (or its
+cache group's), so its blocks only ever match its own (its group's) requests.
 
 Knobs (PolicyConfig)
 --------------------

@@ -1,0 +1,145 @@
+"""Grammar compilation off the step loop, with an LRU of the results keyed by the canonical spec.
+
+xgrammar compiles a grammar against the tokenizer's vocabulary (each grammar state's allowed tokens are worked out
+ahead of decoding): milliseconds for a small schema, seconds for a big one. It runs in worker threads; `submit`
+hands back a Future at once, which the server awaits before the request enters the engine, so a bad schema is the
+client's 400 and the step loop never waits on a compile. Failures that are the schema's (GrammarError) stay cached
+like results (the same bad schema again is answered at once); any other failure is dropped, so a retry recompiles.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import xgrammar as xgr
+
+from engine.errors import RequestError
+from engine.structured.spec import GrammarKind, GrammarSpec
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_CACHED_GRAMMARS = 256
+MAX_ERROR_CHARS = 500
+
+
+class GrammarError(RequestError):
+    """The schema, regex or choice list cannot be compiled: the client's error (400)."""
+
+
+class GrammarCompiler:
+    """Thread-safe: the server's event loop submits, the engine thread submits and reads results."""
+
+    def __init__(
+        self,
+        tokenizer,
+        vocab_size: int,
+        stop_token_ids: list[int] | None,  # None: the tokenizer's EOS
+        max_cached_grammars: int = DEFAULT_MAX_CACHED_GRAMMARS,
+        num_workers: int = 2,
+    ):
+        self._tokenizer = tokenizer  # the engine's HF tokenizer; read once, when the first grammar compiles
+        self._vocab_size = vocab_size  # the model's (its logits' width), which may exceed the tokenizer's
+        self._stop_token_ids = stop_token_ids
+        self._max_cached = max_cached_grammars
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[GrammarSpec, Future[xgr.CompiledGrammar]] = OrderedDict()
+        self._pool = ThreadPoolExecutor(max_workers=num_workers, thread_name_prefix="grammar-compile")
+        self._compiler: xgr.GrammarCompiler | None = None
+        self._compiler_lock = threading.Lock()
+
+    def submit(self, spec: GrammarSpec) -> Future[xgr.CompiledGrammar]:
+        """The compiled grammar, as a Future: done already on a cache hit."""
+        with self._lock:
+            future = self._cache.get(spec)
+            if future is not None:
+                self._cache.move_to_end(spec)
+                return future
+            future = self._pool.submit(self._compile, spec)
+            self._cache[spec] = future
+            while len(self._cache) > self._max_cached:
+                self._cache.popitem(last=False)  # a holder of an evicted, unfinished Future still gets its result
+        future.add_done_callback(lambda done: self._drop_unless_cacheable(spec, done))
+        return future
+
+    def compile(self, spec: GrammarSpec) -> xgr.CompiledGrammar:
+        """Blocking form of submit (offline use: engine.llm). Raises GrammarError."""
+        return self.submit(spec).result()
+
+    def _drop_unless_cacheable(self, spec: GrammarSpec, future: Future[xgr.CompiledGrammar]) -> None:
+        if future.cancelled() or not isinstance(future.exception(), GrammarError | None):
+            with self._lock:
+                if self._cache.get(spec) is future:
+                    del self._cache[spec]
+
+    def _xgr_compiler(self) -> xgr.GrammarCompiler:
+        with self._compiler_lock:
+            if self._compiler is None:
+                # Reading the vocabulary is O(vocab) Python work: paid by the first structured request, not start-up.
+                info = tokenizer_info(self._tokenizer, self._vocab_size, self._stop_token_ids)
+                # Our LRU is the cache (bounded, keyed by canonical text); xgrammar's own would grow unbounded.
+                self._compiler = xgr.GrammarCompiler(info, max_threads=min(8, os.cpu_count() or 1), cache_enabled=False)
+            return self._compiler
+
+    def _compile(self, spec: GrammarSpec) -> xgr.CompiledGrammar:
+        compiler = self._xgr_compiler()
+        try:
+            if spec.kind is GrammarKind.JSON_OBJECT:
+                # strict_mode off: "any object" must allow properties the schema does not name (strict allows none).
+                return compiler.compile_grammar(json_schema_ebnf(spec.source, strict=False))
+            if spec.kind is GrammarKind.JSON_SCHEMA:
+                return compiler.compile_grammar(json_schema_ebnf(spec.source, strict=True))
+            if spec.kind is GrammarKind.REGEX:
+                return compiler.compile_regex(spec.source)
+            return compiler.compile_grammar(choice_ebnf(spec.choices))
+        except Exception as exc:  # noqa: BLE001 - xgrammar reports a bad input as RuntimeError, ValueError and more
+            message = str(exc).strip().splitlines()[0][:MAX_ERROR_CHARS] if str(exc).strip() else type(exc).__name__
+            raise GrammarError(
+                f"Invalid {spec.kind.value} for structured output: {message}", param=spec.param
+            ) from None
+
+
+def tokenizer_info(tokenizer, vocab_size: int, stop_token_ids: list[int] | None) -> xgr.TokenizerInfo:
+    """xgrammar's view of the vocabulary, with the tokenizer's special tokens (and ids past its vocabulary) as text-less
+    tokens, which no grammar can emit. xgrammar's own from_huggingface reads `<|eot_id|>` as those 10 characters of
+    text, so a JSON string could hold one, and detokenizing (which drops special tokens) would change the text."""
+    detected = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids)
+    special = set(tokenizer.all_special_ids) | {i for i, t in tokenizer.added_tokens_decoder.items() if t.special}
+    encoded_vocab = [""] * vocab_size
+    for token, token_id in tokenizer.get_vocab().items():
+        if token_id < vocab_size and token_id not in special:
+            encoded_vocab[token_id] = token
+    return xgr.TokenizerInfo(
+        encoded_vocab,
+        detected.vocab_type,
+        vocab_size=vocab_size,
+        stop_token_ids=detected.stop_token_ids,
+        add_prefix_space=detected.add_prefix_space,
+    )
+
+
+# xgrammar 0.2 writes the characters of a length-bounded JSON string as this class, which lets control characters
+# (U+0000-U+001F) through raw; JSON forbids them unescaped (json.loads rejects the output). Its unbounded strings
+# already exclude them, as the fixed class does.
+_LAX_STRING_CHAR = r"[^\"\\\r\n]"
+_JSON_STRING_CHAR = r"[^\0-\x1f\"\\\r\n]"
+
+
+def json_schema_ebnf(schema: str, strict: bool) -> str:
+    """The schema's grammar as EBNF: compact JSON (one space after ':' and ','; free whitespace lets a model loop on
+    it forever), keys in the schema's order, strings without raw control characters."""
+    grammar = xgr.Grammar.from_json_schema(schema, any_whitespace=False, strict_mode=strict)
+    return str(grammar).replace(_LAX_STRING_CHAR, _JSON_STRING_CHAR)
+
+
+def choice_ebnf(choices: list[str]) -> str:
+    """`root ::= "a" | "b"`: each choice a literal (EBNF string escapes are JSON's, for the characters JSON escapes)."""
+    return "root ::= " + " | ".join(_ebnf_literal(c) for c in choices)
+
+
+def _ebnf_literal(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    return '"' + escaped.replace("\t", "\\t") + '"'
