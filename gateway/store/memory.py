@@ -146,7 +146,8 @@ class MemoryStore:
             _count_usage(self._usage[(s.tenant_id, s.day)], s)
 
     def set_spent(self, tenant_id: str, period_key: str, tokens: int) -> None:
-        """Set a budget counter ("d:<day>" / "m:<month>"): fail_open starts its local budgets from Redis' view."""
+        """Set a budget counter ("d:<day>" / "m:<month>" tokens, "cd:" / "cm:" micro-dollars): fail_open starts its
+        local budgets from Redis' view."""
         self._spent[tenant_id][period_key] = tokens
 
     def _adjust(self, scope: str, name: str, limit: int, delta: int, now: int) -> None:

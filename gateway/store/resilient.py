@@ -51,11 +51,21 @@ from gateway.store.leases import LeaseHeartbeat
 from gateway.store.memory import MemoryStore
 from gateway.store.redis_pool import PoolExhausted
 from gateway.store.redis_store import RedisStore
+from gateway.store.spend import micro_usd
 
 log = logging.getLogger(__name__)
 MAX_PENDING_SETTLEMENTS = 100_000
 _SCALED_LIMITS = ("rpm", "input_tpm", "output_tpm", "max_concurrent", "daily_tokens", "monthly_tokens")
-_BUDGETS = ("daily_tokens", "monthly_tokens")
+_SCALED_USD = ("daily_budget_usd", "monthly_budget_usd")
+_BUDGETS = ("daily_tokens", "monthly_tokens", "daily_micro_usd", "monthly_micro_usd")
+"""Admission headroom entries fail_open's local budgets start from: (tenant field, headroom name, spent-counter
+prefix in MemoryStore, whether the field is in USD)."""
+_BUDGET_SEEDS = (
+    ("daily_tokens", "daily_tokens", "d:", False),
+    ("monthly_tokens", "monthly_tokens", "m:", False),
+    ("daily_budget_usd", "daily_micro_usd", "cd:", True),
+    ("monthly_budget_usd", "monthly_micro_usd", "cm:", True),
+)
 MAX_TRACKED_TENANTS = 100_000
 REPLAY_BATCH = 256
 T = TypeVar("T")
@@ -221,6 +231,8 @@ class ResilientStore:
                 limit = getattr(scaled, name)
                 if limit > 0:
                     setattr(scaled, name, max(1, -(-limit // self._num_instances)))
+            for name in _SCALED_USD:  # money budgets are shared out like token budgets
+                setattr(scaled, name, getattr(scaled, name) / self._num_instances)
             await local.store.put_tenant(scaled)
             local.gen = tenant.gen
         if tenant.id not in self._budgets_seeded:
@@ -238,14 +250,16 @@ class ResilientStore:
             return
         day, month, left = known
         now_day, now_month, _, _ = periods(now_ms())
-        for name, period_key, same_period in (
-            ("daily_tokens", "d:" + day, day == now_day),
-            ("monthly_tokens", "m:" + month, month == now_month),
-        ):
-            limit = getattr(tenant, name)
-            if limit > 0 and name in left and same_period:
+        for field, headroom, prefix, in_usd in _BUDGET_SEEDS:
+            daily = prefix.endswith("d:")
+            if (day if daily else month) != (now_day if daily else now_month):
+                continue  # a budget of another day or month starts full
+            limit = micro_usd(getattr(tenant, field)) if in_usd else getattr(tenant, field)
+            if limit > 0 and headroom in left:
                 share = -(-limit // self._num_instances)
-                local.set_spent(tenant.id, period_key, share - left[name] // self._num_instances)
+                local.set_spent(
+                    tenant.id, prefix + (day if daily else month), share - left[headroom] // self._num_instances
+                )
 
     # ---- the settlement queue -----------------------------------------------------------------------------------
     def _ensure_retrier(self) -> None:

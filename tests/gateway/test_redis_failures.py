@@ -73,6 +73,21 @@ def test_fail_open_budgets_start_from_what_redis_last_said_was_left(fake, tokeni
         assert chat(gw, key, max_tokens=10).status_code == 200  # what is left still serves
 
 
+def test_fail_open_usd_budgets_start_from_what_redis_last_said_was_left(fake, tokenizer_dir, own_redis):
+    """The same for a budget in dollars: an outage does not hand the tenant a fresh day's money."""
+    config = gateway_config([fake.url], tokenizer_dir, own_redis.url)
+    config["models"]["tiny"]["price"] = {"input_usd_per_mtok": 10_000, "output_usd_per_mtok": 10_000}  # 1 cent/token
+    with serve_gateway(config) as gw:
+        admin = Admin(gw.url)
+        key = admin.key(admin.tenant(daily_budget_usd=2))  # 200 tokens' worth
+        # admission reserved the worst case (prompt + 100 tokens, ~$1.25): Redis' answer says ~$0.75 is left
+        assert chat(gw, key, max_tokens=100).status_code == 200
+        own_redis.kill()
+        refused = chat(gw, key, max_tokens=100)  # its worst case (~$1.25) is more than the ~$0.75 left
+        assert refused.status_code == 429 and refused.json()["error"]["code"] == "insufficient_quota"
+        assert chat(gw, key, max_tokens=10).status_code == 200  # what is left still serves
+
+
 def test_fail_open_serves_a_tenant_that_was_edited(fake, tokenizer_dir, own_redis):
     """An edited tenant (generation 2 in Redis) must not look stale against the local copy's own counter."""
     with serve_gateway(gateway_config([fake.url], tokenizer_dir, own_redis.url)) as gw:

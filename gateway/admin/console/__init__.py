@@ -9,7 +9,7 @@ templates and static files ship in the package. docs/console.md is the operator'
     POST /admin/tenants/{t}/delete
     GET  /admin/tenants/{t}/usage                                    the live usage panel alone (auto-refresh)
     POST /admin/tenants/{t}/keys                                     issue: the key shown once
-    POST /admin/tenants/{t}/keys/{k}/rotate|revoke|delete|expiry
+    POST /admin/tenants/{t}/keys/{k}/rotate|revoke|delete|expiry|limits
     GET  /admin/replicas  POST /admin/replicas/add|drain|remove
     GET  /admin/refusals                                             ?tenant= filter
     GET  /admin/static/...
@@ -63,6 +63,7 @@ def console_routes(gw: ConsoleGateway) -> list[BaseRoute]:
         post(key + "/revoke", key_actions.revoke_key),
         post(key + "/delete", key_actions.delete_key),
         post(key + "/expiry", key_actions.set_expiry),
+        post(key + "/limits", key_actions.set_limits),
         get("/replicas", replica_pages.list_replicas),
         post("/replicas/add", replica_pages.add_replica),
         post("/replicas/drain", replica_pages.drain_replica),

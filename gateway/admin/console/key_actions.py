@@ -1,5 +1,5 @@
 """A tenant's keys: issue (the plaintext shown once, on a page that is never cached), rotate with a grace period,
-revoke, delete, change the expiry. Each is the JSON API's own function (api.py)."""
+revoke, delete, change the expiry or the per-key limits. Each is the JSON API's own function (api.py)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from gateway.admin.api import (
     remove_key,
     rotate,
 )
-from gateway.admin.console.forms import expiry_body, grace_s, key_body
+from gateway.admin.console.forms import expiry_body, grace_s, key_body, limit_fields
 from gateway.admin.console.page import Page, redirect
-from gateway.admin.tenants import ApiKey
+from gateway.admin.tenants import KEY_INT_FIELDS, ApiKey
 from gateway.errors import ApiError
 
 
@@ -56,3 +56,10 @@ async def set_expiry(page: Page) -> Response:
     key = await _key(page)
     await change_key(page.gw.store, key, key_changes(key, expiry_fields(expiry_body(page.form))))
     return redirect(f"/tenants/{key.tenant_id}", "expiry")
+
+
+async def set_limits(page: Page) -> Response:
+    """The key's own rpm / input / output token limits (empty: none beyond the tenant's), as `keys update`."""
+    key = await _key(page)
+    await change_key(page.gw.store, key, key_changes(key, limit_fields(page.form, KEY_INT_FIELDS)))
+    return redirect(f"/tenants/{key.tenant_id}", "limits")

@@ -48,6 +48,7 @@ DONE_MESSAGES = {
     "deleted": "Deleted.",
     "revoked": "Key revoked.",
     "expiry": "Key expiry changed.",
+    "limits": "Key limits changed.",
     "added": "Replica added.",
     "drained": "Replica draining: it takes no new requests.",
     "removed": "Replica removing: it goes once its last request ends.",

@@ -152,6 +152,12 @@ def test_keys_are_issued_once_rotated_revoked_and_deleted(redis_gateway):
     assert never.status_code == 303
     keys = {k["key_id"]: k for k in Admin(redis_gateway.url).http.get("/tenants/keyed/keys").json()["data"]}
     assert keys[new_id]["expires_at"] == 0
+    limits = {"rpm": "60", "input_tpm": "", "output_tpm": "900", "csrf": csrf}
+    assert client.post(f"/tenants/keyed/keys/{new_id}/limits", data=limits).status_code == 303
+    keys = {k["key_id"]: k for k in Admin(redis_gateway.url).http.get("/tenants/keyed/keys").json()["data"]}
+    assert (keys[new_id]["rpm"], keys[new_id]["input_tpm"], keys[new_id]["output_tpm"]) == (60, 0, 900)
+    bad = client.post(f"/tenants/keyed/keys/{new_id}/limits", data={"rpm": "-1", "csrf": csrf})
+    assert bad.status_code == 400  # the API's own validation, shown as a page
     assert client.post(f"/tenants/keyed/keys/{new_id}/revoke", data={"csrf": csrf}).status_code == 303
     assert httpx.get(redis_gateway.url + "/v1/models", headers=auth).status_code == 401
     assert client.post(f"/tenants/keyed/keys/{new_id}/delete", data={"csrf": csrf}).status_code == 303
