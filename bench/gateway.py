@@ -5,6 +5,8 @@ Columns, all measured in one run against the same upstream:
   bare       a bare Starlette + aiohttp pass-through (the floor for a Python gateway)
   sluicegate our gateway with limits on (Redis: a redis-server of the benchmark's own), exact token counting,
              guardrails off
+  sg-cluster with --redis-cluster: our gateway again, on a 3-master Redis Cluster of the benchmark's own
+             (redis+cluster://), reported as a ratio to the single-node column
   litellm    LiteLLM's proxy with a Redis-backed TPM/RPM limit, installed into its own venv (skipped with a
              message when it cannot be installed)
 
@@ -454,6 +456,38 @@ def _litellm_config(tmp: Path, upstream: str, redis_port: int) -> Path:
     return config
 
 
+def _start_cluster(tmp: Path, core: int, procs: list[subprocess.Popen]) -> str:
+    """Three cluster-enabled redis-servers (no replicas), their slots split by redis-cli: the redis+cluster:// URL."""
+    ports: list[int] = []
+    while len(ports) < 3:  # each node's cluster bus listens on port + 10000
+        port = _free_port()
+        if port + 10000 < 65536 and port + 10000 not in ports:
+            ports.append(port)
+    for port in ports:
+        folder = tmp / f"cluster-{port}"
+        folder.mkdir()
+        args = ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--dir", str(folder)]
+        args += ["--cluster-enabled", "yes", "--cluster-config-file", str(folder / "nodes.conf")]
+        procs.append(_spawn(args, core))
+    addresses = [f"127.0.0.1:{port}" for port in ports]
+    deadline = time.monotonic() + 30
+    while subprocess.run(["redis-cli", "-p", str(ports[-1]), "ping"], capture_output=True).returncode != 0:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the cluster's redis-servers did not start")
+        time.sleep(0.05)
+    create = ["redis-cli", "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"]
+    subprocess.run(create, check=True, capture_output=True, timeout=60)
+    for port in ports:
+        while (
+            b"cluster_state:ok"
+            not in subprocess.run(["redis-cli", "-p", str(port), "cluster", "info"], capture_output=True).stdout
+        ):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the Redis Cluster did not reach cluster_state:ok")
+            time.sleep(0.05)
+    return "redis+cluster://" + ",".join(addresses)
+
+
 def _table(results: list[dict]) -> str:
     rows = [
         ("RPS at saturation", "rps", "{:.0f}"),
@@ -528,6 +562,26 @@ def run(args) -> dict:
         _stop(bare)
         _stop(gw)
 
+        if args.redis_cluster:
+            cluster_url = _start_cluster(tmp, load_cores[0], procs)
+            cluster_dir = tmp / "sg-cluster"
+            cluster_dir.mkdir()
+            config = _gateway_config(cluster_dir, upstream, cluster_url, tokenizer, args.admission_overlap == "on")
+            cl_port = _free_port()
+            cl = _spawn(
+                [sys.executable, "-m", "sluicegate.cli", "gateway", "--config", str(config), "--port", str(cl_port)],
+                0,
+                log=tmp / "gateway-cluster.log",
+            )
+            procs.append(cl)
+            cl_url = f"http://127.0.0.1:{cl_port}"
+            _wait_http(cl_url + "/v1/models", 60, cl, auth)
+            on_cluster = _saturation("sg-cluster", cl_url, auth, cl, args)
+            _latency([({"rps": 0.0, "errors": 0}, upstream, {}), (on_cluster, cl_url, auth)], args)
+            on_cluster["rps_vs_single_node"] = on_cluster["rps"] / max(ours["rps"], 1e-9)
+            results.append(on_cluster)
+            _stop(cl)
+
         if args.skip_litellm:
             notes.append("litellm: skipped (--skip-litellm)")
         else:
@@ -594,6 +648,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=1000, help="requests per column in the fixed-rate latency phase")
     parser.add_argument("--skip-litellm", action="store_true")
     parser.add_argument(
+        "--redis-cluster",
+        action="store_true",
+        help="add a column: the gateway on a 3-master Redis Cluster of the benchmark's own (ratio to one node)",
+    )
+    parser.add_argument(
         "--admission-overlap",
         choices=("on", "off"),
         default="on",
@@ -616,6 +675,9 @@ def main(argv: list[str] | None = None) -> int:
         print(_table(report["results"]))
         if "rps_vs_litellm" in report["results"][2 if len(report["results"]) > 2 else -1]:
             print(f"sluicegate / litellm RPS: {report['results'][2]['rps_vs_litellm']:.1f}x")
+        for result in report["results"]:
+            if "rps_vs_single_node" in result:
+                print(f"sluicegate on a 3-master cluster / on one node, RPS: {result['rps_vs_single_node']:.2f}x")
         for note in report["notes"]:
             print(note)
     return 0

@@ -44,15 +44,19 @@ class IncrementalDetokenizer:
     def append(self, token_id: int, check_stop: bool = True) -> str | None:
         """Add one output token; return the stop string it completed, if any (the text is cut before it)."""
         piece = self._stream.step(self._tokenizer, token_id)
-        if piece and self._prompt_in_first_piece:
+        if not piece:
+            return None
+        if self._prompt_in_first_piece:
             num_whole_chars, num_replacement_chars = self._prompt_in_first_piece
             piece = piece[num_whole_chars:]
             piece = piece[min(num_replacement_chars, len(piece) - len(piece.lstrip(_REPLACEMENT_CHAR))) :]
             self._prompt_in_first_piece = None
-        if not piece:
-            return None
+            if not piece:
+                return None
         old_len = len(self.text)
         self.text += piece
+        if not self._matchers:  # no stop strings: nothing to match, which is most requests
+            return None
         best = None  # (start in text, stop string) of the earliest match
         for matcher in self._matchers:
             # Matchers advance even while checks are off (min_tokens): the hold-back needs their state. Only a
@@ -79,7 +83,9 @@ class IncrementalDetokenizer:
 
     def _held_back_chars(self) -> int:
         """Length of the longest suffix of the text that is a proper prefix of a stop string."""
-        return max((m.matched_chars for m in self._matchers), default=0)
+        if not self._matchers:
+            return 0
+        return max(m.matched_chars for m in self._matchers)
 
 
 class _StopMatcher:

@@ -28,7 +28,7 @@ from engine.model_runner import ModelRunner
 from engine.models.llama import LlamaModel
 from engine.models.rope import RotaryEmbedding
 from engine.models.spec import ModelSpec
-from engine.outputs import CompletionOutput, RequestOutput
+from engine.outputs import CompletionOutput, RequestOutput, TokenLogprob
 from engine.sampler import Sampler, SamplingRow
 from engine.sampling_params import SamplingParams
 from engine.scheduler import Scheduler
@@ -164,7 +164,10 @@ class LLMEngine:
                 f"stop_token_ids must be below the vocabulary size {self.spec.vocab_size}", param="stop_token_ids"
             )
         max_tokens = self._resolve_max_tokens(len(prompt_token_ids), params)
-        request = Request(request_id, list(prompt_token_ids), params, cache_salt, max_tokens=max_tokens)
+        stop_token_set = frozenset(params.stop_token_ids) | (frozenset() if params.ignore_eos else self.eos_token_ids)
+        request = Request(
+            request_id, list(prompt_token_ids), params, cache_salt, max_tokens=max_tokens, stop_token_set=stop_token_set
+        )
         if arrival_time is not None:
             request.arrival_time = arrival_time
         request.seqs.append(self._new_sequence(request, 0))
@@ -314,8 +317,30 @@ class LLMEngine:
         return outputs
 
     def _sample_and_append(self, logits: torch.Tensor, sample_seqs: list[Sequence]) -> list[Request]:
-        # Expand rows: a request finishing its prompt with n > 1 forks here, and its siblings sample from the
-        # same logits row with their own randomness.
+        if not sample_seqs:
+            return []
+        if all(seq.request.forked for seq in sample_seqs):
+            # Every request has all its sequences (the common case): one row per sequence, in order.
+            row_seqs = sample_seqs
+            rows = [
+                row
+                if (row := seq.sampling_row) is not None and not row.suppressed_token_ids
+                else self._sampling_row(seq)
+                for seq in sample_seqs
+            ]
+        else:
+            logits, row_seqs, rows = self._fork_rows(logits, sample_seqs)
+        self.masker.apply(logits, [seq.grammar for seq in row_seqs])
+        result = self.sampler(logits, rows)
+        self.clock.lap("sample")  # with the computed-token bookkeeping before it; what follows is "output"
+        self._append_tokens(row_seqs, result.token_ids, result.logprobs)
+        return list({seq.request.request_id: seq.request for seq in row_seqs}.values())
+
+    def _fork_rows(
+        self, logits: torch.Tensor, sample_seqs: list[Sequence]
+    ) -> tuple[torch.Tensor, list[Sequence], list[SamplingRow]]:
+        """Expand rows: a request finishing its prompt with n > 1 forks here, and its siblings sample from the same
+        logits row with their own randomness."""
         rows, row_seqs, row_index = [], [], []
         for i, seq in enumerate(sample_seqs):
             family = [seq]
@@ -326,18 +351,9 @@ class LLMEngine:
                 rows.append(self._sampling_row(member))
                 row_seqs.append(member)
                 row_index.append(i)
-        if not rows:
-            return []
         if len(row_index) != len(sample_seqs):
             logits = logits[torch.tensor(row_index, device=logits.device)]
-        self.masker.apply(logits, [seq.grammar for seq in row_seqs])
-        result = self.sampler(logits, rows)
-        self.clock.lap("sample")  # with the computed-token bookkeeping before it; what follows is "output"
-        touched: dict[str, Request] = {}
-        for seq, token_id, logprob in zip(row_seqs, result.token_ids, result.logprobs):
-            self._append_token(seq, token_id, logprob)
-            touched[seq.request.request_id] = seq.request
-        return list(touched.values())
+        return logits, row_seqs, rows
 
     def _verify_and_append(
         self, logits: list[torch.Tensor], seqs: list[Sequence], drafts: dict[int, list[int]]
@@ -345,7 +361,7 @@ class LLMEngine:
         assert self.speculator is not None  # drafts come only from it
         for seq, tokens in zip(seqs, self.speculator.verify(seqs, logits, drafts)):
             for token in tokens:
-                self._append_token(seq, token, None)
+                self._append_tokens([seq], [token], [None])
                 if seq.is_finished:
                     break
             if not seq.is_finished:
@@ -380,28 +396,34 @@ class LLMEngine:
             row.suppressed_token_ids = []
         return row
 
-    def _append_token(self, seq: Sequence, token_id: int, logprob) -> None:
-        request, params = seq.request, seq.request.params
-        if request.first_token_time is None:
-            request.first_token_time = time.monotonic()
-        seq.append_token(token_id)
-        self.counters.generation_tokens_total += 1
-        if seq.logprobs is not None:
-            seq.logprobs.append(logprob)
-        # Stop tokens cannot appear under min_tokens: the sampler suppressed them (_sampling_row).
-        if token_id in params.stop_token_ids or (not params.ignore_eos and token_id in self.eos_token_ids):
-            seq.stop_reason = token_id if token_id in params.stop_token_ids else None
-            self._finish(seq, "stop")
-            return
-        if seq.grammar is not None and not self._advance_grammar(seq, token_id):
-            return
-        num_out = seq.num_output_tokens
-        stop = seq.detokenizer.append(token_id, check_stop=num_out >= params.min_tokens)
-        if stop is not None:
-            seq.stop_reason = stop
-            self._finish(seq, "stop")
-        elif num_out >= request.max_tokens or seq.num_tokens >= self.max_model_len:
-            self._finish(seq, "length")
+    def _append_tokens(self, seqs: list[Sequence], token_ids: list[int], logprobs: list[TokenLogprob | None]) -> None:
+        """Each sequence takes its token (one each: distinct sequences), then its stop checks, in one loop with
+        what every sequence shares hoisted out of it; the per-token work left is what only the sequence knows."""
+        now = time.monotonic()
+        self.counters.generation_tokens_total += len(token_ids)
+        max_model_len = self.max_model_len
+        for seq, token_id, logprob in zip(seqs, token_ids, logprobs):
+            request = seq.request
+            if request.first_token_time is None:
+                request.first_token_time = now
+            seq.append_token(token_id)
+            if seq.logprobs is not None:
+                assert logprob is not None  # the sampler fills every such row; speculation leaves them out
+                seq.logprobs.append(logprob)
+            # Stop tokens cannot appear under min_tokens: the sampler suppressed them (_sampling_row).
+            if token_id in request.stop_token_set:
+                seq.stop_reason = token_id if token_id in request.params.stop_token_ids else None
+                self._finish(seq, "stop")
+                continue
+            if seq.grammar is not None and not self._advance_grammar(seq, token_id):
+                continue
+            num_out = len(seq.output_ids)
+            stop = seq.detokenizer.append(token_id, num_out >= request.params.min_tokens)
+            if stop is not None:
+                seq.stop_reason = stop
+                self._finish(seq, "stop")
+            elif num_out >= request.max_tokens or len(seq.token_ids) >= max_model_len:
+                self._finish(seq, "length")
 
     def _finish(self, seq: Sequence, reason: str) -> None:
         seq.finish_reason = reason

@@ -80,14 +80,14 @@ class Scheduler:
         out = SchedulerOutput()
         budget = self.config.max_num_batched_tokens
         budget, preempted = self._schedule_running(out, budget)
-        if not preempted:
+        if not preempted and (self.swapped or self.waiting):  # nothing to admit: no seats to count
             # A request with n > 1 forks its n - 1 siblings into the running batch when its prompt is done: they
             # hold seats against max_num_seqs from its admission on, so the batch never outgrows it.
             seats = sum(_seats(s) for s in self.running)
             budget, seats = self._schedule_swapped(out, budget, seats)
             if not self.swapped:
-                self._schedule_waiting(out, budget, seats)
-        out.num_batched_tokens = sum(n for _, n in out.scheduled)
+                budget = self._schedule_waiting(out, budget, seats)
+        out.num_batched_tokens = self.config.max_num_batched_tokens - budget
         return out
 
     # -- phase 1 ------------------------------------------------------------------------------------------------
@@ -95,19 +95,22 @@ class Scheduler:
         preempted = False
         running = self.running
         i = 0
+        scheduled, allocate_slots, chunk_limit = out.scheduled, self.kv.allocate_slots, self.chunk_limit
         while i < len(running) and budget > 0:
             seq = running[i]
-            num_new = min(seq.num_tokens - seq.num_computed_tokens, budget, self.chunk_limit)
-            while not self.kv.allocate_slots(seq, num_new):
+            num_left = len(seq.token_ids) - seq.num_computed_tokens
+            num_new = min(num_left, budget, chunk_limit)
+            while not allocate_slots(seq, num_new):
                 victim = running.pop()
                 self._preempt(victim)
                 preempted = True
                 if victim is seq:
                     break
             else:
-                out.scheduled.append((seq, num_new))
+                scheduled.append((seq, num_new))
                 budget -= num_new
-                self._count_chunk(seq, num_new)
+                if num_new < num_left:  # _count_chunk, inlined: this loop runs for every running sequence
+                    self.stats.num_chunked_prefill_steps_total += 1
             i += 1
         return budget, preempted
 
@@ -145,7 +148,7 @@ class Scheduler:
         return budget, seats
 
     # -- phase 3 ------------------------------------------------------------------------------------------------
-    def _schedule_waiting(self, out: SchedulerOutput, budget: int, seats: int) -> None:
+    def _schedule_waiting(self, out: SchedulerOutput, budget: int, seats: int) -> int:
         chunked = self.config.enable_chunked_prefill
         while self.waiting and budget > 0:
             seq = self.waiting[0]
@@ -169,6 +172,7 @@ class Scheduler:
             seats += _seats(seq)
             self._count_admission(seq, num_cached_tokens)
             self._count_chunk(seq, num_new)
+        return budget
 
     def _reserve_blocks(self) -> int:
         """The watermark keeps room for running sequences to grow into; with none running it only keeps out a

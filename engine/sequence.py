@@ -95,19 +95,24 @@ class Sequence:
 
 @dataclass
 class Request:
+    """Fields after `params` have one writer each, named beside them: LLMEngine or the Scheduler."""
+
     request_id: str
     prompt_token_ids: list[int]
     params: SamplingParams
     cache_salt: str = ""
-    arrival_time: float = field(default_factory=time.monotonic)
-    seqs: list[Sequence] = field(default_factory=list)
-    forked: bool = False  # the n - 1 sibling sequences exist
-    max_tokens: int = 0  # resolved: params.max_tokens or what the context allows
-    grammar: xgr.CompiledGrammar | None = None  # params.structured compiled; the request runs once it is set
-    num_cached_tokens: int = 0  # prompt tokens found in the prefix cache at first admission
-    first_scheduled_time: float | None = None
-    first_token_time: float | None = None
-    finished_time: float | None = None
+    arrival_time: float = field(default_factory=time.monotonic)  # LLMEngine.add_request
+    seqs: list[Sequence] = field(default_factory=list)  # LLMEngine: sequence 0, then the forks
+    forked: bool = False  # LLMEngine: the n - 1 sibling sequences exist
+    max_tokens: int = 0  # LLMEngine: resolved, params.max_tokens or what the context allows
+    # LLMEngine: the tokens that end a sequence (params.stop_token_ids, and EOS unless ignore_eos), one set lookup
+    # per sampled token.
+    stop_token_set: frozenset[int] = frozenset()
+    grammar: xgr.CompiledGrammar | None = None  # LLMEngine: params.structured compiled; the request runs once set
+    num_cached_tokens: int = 0  # Scheduler: prompt tokens found in the prefix cache at first admission
+    first_scheduled_time: float | None = None  # Scheduler
+    first_token_time: float | None = None  # LLMEngine
+    finished_time: float | None = None  # LLMEngine
 
     @property
     def is_finished(self) -> bool:

@@ -190,6 +190,8 @@ class RedisTlsConfig(Schema):
 class RedisConfig(Schema):
     url: str | None = None
     """redis://[user:password@]host:port/db, rediss://... (TLS, see `tls`) or unix://[user:password@]/path?db=N;
+    a Redis Cluster: redis+cluster://host:port[,host:port...] (rediss+cluster:// for TLS); Sentinel:
+    redis+sentinel://host:port[,host:port...]/<master-name> (gateway/store/redis_url.py);
     None runs the in-process store (single instance). Any other scheme is refused at start-up."""
     tls: RedisTlsConfig = RedisTlsConfig()
     """Certificate files for a rediss:// URL."""

@@ -35,6 +35,7 @@ from engine.server.metrics import CONTENT_TYPE, ServerMetrics
 from engine.server.request_context import RequestContextMiddleware, context_of
 from engine.server.request_log import REQUEST_LOGGER, RequestLogMiddleware
 from engine.server.tokenization import Tokenization
+from engine.tools.parsers import tool_parser
 from sluicegate import json_logs, tracing
 from sluicegate.tracing import TracingMiddleware
 
@@ -59,6 +60,7 @@ class Replica:
         )
         self.completion_format = CompletionFormat(tokenization)
         self.chat_format = ChatFormat(tokenization)
+        self.tool_parser = tool_parser(config.tool_call_parser) if config.tool_call_parser else None
         self.draining = False
 
     def begin_drain(self) -> None:
@@ -133,7 +135,7 @@ async def completions(request: Request) -> Response:
 async def chat_completions(request: Request) -> Response:
     replica = _replica(request)
     body = protocol.parse_json(await _read_body(request, replica.config.max_request_body_bytes))
-    return await _generate(request, replica, protocol.parse_chat(body), replica.chat_format)
+    return await _generate(request, replica, protocol.parse_chat(body, replica.tool_parser), replica.chat_format)
 
 
 async def _generate(request: Request, replica: Replica, parsed: protocol.GenerateRequest, fmt) -> Response:

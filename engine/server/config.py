@@ -28,3 +28,6 @@ class ServerConfig(Schema):
     request_log: bool = True
     """One JSON line per generation request on stdout (logger `sluicegate.engine.requests`): status, tokens,
     timings, never text."""
+    tool_call_parser: Literal["llama3_json", "hermes", "mistral"] | None = None
+    """How this model writes tool calls (docs/api.md, "Tool calling"): needed for tool_choice auto, required or a
+    named function; without it a request with tools may only use tool_choice none."""

@@ -23,6 +23,7 @@ from engine.server.errors import APIError, InvalidRequestError
 from engine.server.protocol import GenerateRequest, token_ids
 from engine.server.request_context import context_of
 from engine.server.tokenization import Tokenization
+from engine.tools import response as tool_response
 
 
 @dataclass
@@ -55,7 +56,8 @@ class _Usage:
 
 async def prompt_token_ids(request: GenerateRequest, tokenization: Tokenization) -> list[list[int]]:
     if request.messages is not None:
-        prompts = [await tokenization.encode_chat(request.messages)]
+        tools = request.tools.tools if request.tools is not None else None
+        prompts = [await tokenization.encode_chat(request.messages, tools=tools)]
     else:
         prompts = []
         assert request.prompts is not None  # GenerateRequest requires prompts or messages
@@ -114,6 +116,10 @@ async def _whole(http_request, stream: OutputStream, request, fmt, engine, head:
         ],
         "usage": usage.as_dict(),
     }
+    if request.tool_parser is not None:
+        for choice in body["choices"]:
+            choice["message"], called = tool_response.message(request.tool_parser, choice["message"]["content"])
+            choice["finish_reason"] = tool_response.finish_reason(choice["finish_reason"], called)
     return JSONResponse(body)
 
 
@@ -137,6 +143,8 @@ async def _chunks(stream: OutputStream, request: GenerateRequest, fmt, engine, h
     extra = {"usage": None} if request.include_usage else {}
     text_offsets: dict[int, int] = {}
     finished: set[int] = set()
+    parser = request.tool_parser
+    tool_deltas: dict[int, tool_response.ToolDeltas] = {}  # choice index -> its calls parsed so far
     try:
         for index in range(len(usage.prompt_tokens) * n):
             for delta in fmt.opening_deltas(index):
@@ -146,7 +154,15 @@ async def _chunks(stream: OutputStream, request: GenerateRequest, fmt, engine, h
             chunks = []  # one write per step, however many choices advanced
             for choice in output.outputs:
                 index = prompt_index * n + choice.index
-                if choice.delta_text or (want_logprobs and choice.delta_logprobs):
+                if parser is not None:
+                    deltas = tool_deltas.setdefault(index, tool_response.ToolDeltas(parser))
+                    payloads = deltas.feed(choice.delta_text)
+                    if choice.finish_reason and index not in finished:
+                        payloads += deltas.finish()
+                    logprobs = choice.delta_logprobs if want_logprobs else None
+                    for delta in _tool_deltas(index, payloads, logprobs, fmt):
+                        chunks.append(sse.data({**head, "choices": [delta], **extra}))
+                elif choice.delta_text or (want_logprobs and choice.delta_logprobs):
                     offset = text_offsets.get(index, 0)
                     logprobs = choice.delta_logprobs if want_logprobs else None
                     delta = fmt.delta(index, choice.delta_text, logprobs, offset)
@@ -154,7 +170,10 @@ async def _chunks(stream: OutputStream, request: GenerateRequest, fmt, engine, h
                     text_offsets[index] = offset + len(choice.delta_text)
                 if choice.finish_reason and index not in finished:
                     finished.add(index)
-                    finish = fmt.finish_delta(index, choice.finish_reason)
+                    reason = choice.finish_reason
+                    if index in tool_deltas:
+                        reason = tool_response.finish_reason(reason, tool_deltas[index].called)
+                    finish = fmt.finish_delta(index, reason)
                     chunks.append(sse.data({**head, "choices": [finish], **extra}))
             if chunks:
                 yield b"".join(chunks)
@@ -166,3 +185,13 @@ async def _chunks(stream: OutputStream, request: GenerateRequest, fmt, engine, h
     finally:
         engine.abort(stream)  # no-op when every request finished; else the client left mid-stream
     yield sse.DONE
+
+
+def _tool_deltas(index: int, payloads: list[dict], logprobs, fmt) -> list[dict]:
+    """A step's tool-call and content deltas; its logprobs ride on the first (on an empty delta if there is none)."""
+    deltas = [{"index": index, "delta": payload, "logprobs": None, "finish_reason": None} for payload in payloads]
+    if logprobs:
+        if not deltas:
+            deltas.append({"index": index, "delta": {}, "logprobs": None, "finish_reason": None})
+        deltas[0]["logprobs"] = fmt.logprobs(logprobs, 0)
+    return deltas

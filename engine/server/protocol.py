@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any, cast
 
 from engine.errors import RequestError
 from engine.sampling_params import SamplingParams
@@ -22,6 +23,8 @@ from engine.server.request_bodies import (
     validate,
 )
 from engine.structured.spec import GrammarSpec
+from engine.tools.parsers import FirstCallOnly, ToolParser
+from engine.tools.plan import ToolPlan, tool_plan
 
 # /v1/completions without max_tokens generates this many, as OpenAI and vLLM do; chat runs up to the context.
 COMPLETION_DEFAULT_MAX_TOKENS = 16
@@ -37,7 +40,9 @@ class GenerateRequest:
     include_usage: bool
     cache_salt: str
     prompts: list[str | list[int]] | None = None  # completions: text or token ids, one engine request each
-    messages: list[dict] | None = None  # chat: [{"role", "content": str}]
+    messages: list[dict] | None = None  # chat: [{"role", "content": str, ...}], as the chat template takes them
+    tools: ToolPlan | None = None  # chat with tools: what the template renders and the output may hold
+    tool_parser: ToolParser | None = None  # set when the output is parsed for calls (tool_choice other than none)
 
 
 @dataclass
@@ -77,7 +82,8 @@ def parse_completion(body: dict) -> GenerateRequest:
     return request
 
 
-def parse_chat(body: dict) -> GenerateRequest:
+def parse_chat(body: dict, tool_parser: ToolParser | None = None) -> GenerateRequest:
+    """`tool_parser`: the replica's --tool-call-parser (None: tools may only be rendered, with tool_choice none)."""
     parsed = validate(ChatBody, _present(body))
     want_logprobs = parsed.get("logprobs", False)
     if "top_logprobs" in parsed and not want_logprobs:
@@ -89,6 +95,10 @@ def parse_chat(body: dict) -> GenerateRequest:
     else:
         request = _generate_request(parsed, logprobs, parsed.get("max_tokens"), "max_tokens")
     request.messages = _message_dicts(parsed["messages"])
+    request.tools = _tool_plan(parsed, request.params, tool_parser)
+    if tool_parser is not None and request.tools is not None and request.tools.parses:
+        parallel = parsed.get("parallel_tool_calls", True)
+        request.tool_parser = tool_parser if parallel else FirstCallOnly(tool_parser)
     return request
 
 
@@ -176,6 +186,35 @@ def _sampling_params(
         raise InvalidRequestError(str(exc), param=param) from None
 
 
+def _tool_plan(body: ChatBody, params: SamplingParams, parser: ToolParser | None) -> ToolPlan | None:
+    """The request's tools; a forced call becomes the params' grammar, and parsing keeps the marker's special token."""
+    try:
+        # The validated TypedDicts are plain dicts: the template takes the tools as the client sent them.
+        plan = tool_plan(cast(Any, body.get("tools")), cast(Any, body.get("tool_choice")))
+    except RequestError as exc:
+        raise InvalidRequestError(str(exc), param=exc.param) from None
+    if plan is None or not plan.parses:
+        return plan
+    if parser is None:
+        raise InvalidRequestError(
+            f"tool_choice {plan.choice.value!r} needs a replica started with --tool-call-parser; "
+            "this one can only render tools (tool_choice 'none').",
+            param="tool_choice",
+        )
+    grammar = plan.grammar(parser)
+    if grammar is not None:
+        if params.structured is not None:
+            raise InvalidRequestError(
+                f"tool_choice {plan.choice.value!r} forces a call; it cannot be combined with {params.structured.param}.",
+                param="tool_choice",
+            )
+        if params.min_tokens:
+            raise InvalidRequestError("min_tokens cannot be combined with a forced tool call.", param="min_tokens")
+        params.structured = grammar
+    params.skip_special_tokens = parser.skip_special_tokens
+    return plan
+
+
 _GUIDED_FIELDS = ("guided_json", "guided_regex", "guided_choice")
 
 
@@ -217,7 +256,35 @@ def _present(body: dict) -> dict:
 
 
 def _message_dicts(messages: list[Message]) -> list[dict]:
-    return [{"role": m["role"], "content": _content(m, i)} for i, m in enumerate(messages)]
+    """The messages as Hugging Face chat templates take them (and as the gateway renders them,
+    gateway/request/tokenizer.py): content a string, a call's arguments decoded into an object."""
+    return [_template_message(m, i) for i, m in enumerate(messages)]
+
+
+_ROLE_ONLY_FIELDS = {"tool_calls": "assistant", "tool_call_id": "tool"}
+
+
+def _template_message(message: Message, index: int) -> dict:
+    for name, role in _ROLE_ONLY_FIELDS.items():
+        if message.get(name) is not None and message["role"] != role:
+            param = f"messages[{index}].{name}"
+            raise InvalidRequestError(f"'{param}' is only allowed in a message with role '{role}'.", param=param)
+    rendered: dict = {**message, "content": _content(message, index)}
+    if message.get("tool_calls"):
+        rendered["tool_calls"] = [
+            {**call, "function": {**call["function"], "arguments": _arguments(call["function"]["arguments"])}}
+            for call in message["tool_calls"] or ()
+        ]
+    return rendered
+
+
+def _arguments(text: str) -> dict | str:
+    """A call's arguments as the object templates write with `tojson` (left as text when they are not one)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, dict) else text
 
 
 def _content(message: Message, index: int) -> str:

@@ -26,6 +26,7 @@ from engine.structured.spec import MAX_CHOICES
 
 MAX_N = 128
 MAX_PROMPTS = 256
+MAX_TOOLS = 128  # OpenAI's limit on functions per request
 MAX_STOP_STRINGS = 64
 MAX_STOP_CHARS = 4096  # each stop string; the streamed hold-back is at most this long
 MAX_STOP_TOKEN_IDS = 1024  # every generated token is checked against them
@@ -69,12 +70,55 @@ class TextPart(TypedDict):
     text: Text
 
 
+FunctionName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]  # OpenAI's rule for function names
+
+
+@with_config(_STRICT)
+class FunctionCall(TypedDict):
+    name: Text
+    arguments: Text  # JSON text, as the model wrote it (the chat template gets it decoded: protocol.py)
+
+
+@with_config(_STRICT)
+class ToolCallParam(TypedDict):
+    id: Text
+    type: Literal["function"]
+    function: FunctionCall
+
+
 @with_config(_STRICT)
 class Message(TypedDict):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: NotRequired[Text | Annotated[list[TextPart], Field(min_length=1)] | None]
     """Absent or null only for an assistant turn that called tools (protocol.py checks)."""
     name: NotRequired[Text | None]
+    tool_calls: NotRequired[list[ToolCallParam] | None]  # an assistant turn's calls
+    tool_call_id: NotRequired[Text | None]  # a tool turn: the call it answers
+
+
+@with_config(_STRICT)
+class FunctionDefinition(TypedDict, total=False):
+    name: Required[FunctionName]
+    description: Text
+    parameters: dict[str, Any]  # a JSON schema of the arguments object; absent: no arguments
+    strict: bool | None  # accepted; forced calls follow the schema exactly either way
+
+
+@with_config(_STRICT)
+class Tool(TypedDict):
+    type: Literal["function"]
+    function: FunctionDefinition
+
+
+@with_config(_STRICT)
+class NamedFunction(TypedDict):
+    name: Text
+
+
+@with_config(_STRICT)
+class NamedToolChoice(TypedDict):
+    type: Literal["function"]
+    function: NamedFunction
 
 
 Messages = Annotated[list[Message], Field(min_length=1)]
@@ -129,10 +173,9 @@ class GenerateBody(TypedDict, total=False):
     echo: Annotated[Any, _default_only(False)]
     suffix: Annotated[Any, _default_only("")]
     logit_bias: Annotated[Any, _default_only({})]
-    tools: Annotated[Any, _default_only([])]
-    tool_choice: Annotated[Any, _default_only("none", "auto")]
     functions: Annotated[Any, _default_only([])]
     function_call: Annotated[Any, _default_only("none", "auto")]
+    # false: at most one call per reply (a forced call is one call either way).
     parallel_tool_calls: Annotated[Any, _default_only(True, False)]
     # Accepted and ignored: bookkeeping for OpenAI's platform, nothing that changes the generated tokens.
     store: Any
@@ -153,6 +196,8 @@ class ChatBody(GenerateBody, total=False):
     logprobs: bool
     top_logprobs: Logprobs
     max_completion_tokens: MaxTokens
+    tools: Annotated[list[Tool], Field(max_length=MAX_TOOLS)]
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice
 
 
 @with_config(_STRICT)

@@ -36,8 +36,11 @@ class Tokenization:
     async def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         return await self._run(self._encode, text, add_special_tokens)
 
-    async def encode_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
-        return await self._run(self._encode_chat, messages, add_generation_prompt)
+    async def encode_chat(
+        self, messages: list[dict], add_generation_prompt: bool = True, tools: list[dict] | None = None
+    ) -> list[int]:
+        """`tools`: function definitions the template renders (Hugging Face's `tools=`), as the client sent them."""
+        return await self._run(self._encode_chat, messages, add_generation_prompt, tools)
 
     async def decode(self, token_ids: list[int]) -> str:
         return await self._run(self.tokenizer.decode, token_ids)
@@ -57,10 +60,10 @@ class Tokenization:
     def _encode(self, text: str, add_special_tokens: bool) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=add_special_tokens)
 
-    def _encode_chat(self, messages: list[dict], add_generation_prompt: bool) -> list[int]:
+    def _encode_chat(self, messages: list[dict], add_generation_prompt: bool, tools: list[dict] | None) -> list[int]:
         try:
             text = self.tokenizer.apply_chat_template(
-                messages, add_generation_prompt=add_generation_prompt, tokenize=False
+                messages, tools=tools, add_generation_prompt=add_generation_prompt, tokenize=False
             )
         except Exception as exc:  # noqa: BLE001 - a template rejects a conversation with TemplateError, ValueError...
             # (a system role the template forbids, turns that do not alternate, no chat template at all)

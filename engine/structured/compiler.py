@@ -9,6 +9,7 @@ like results (the same bad schema again is answered at once); any other failure 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -92,6 +93,8 @@ class GrammarCompiler:
                 return compiler.compile_grammar(json_schema_ebnf(spec.source, strict=False))
             if spec.kind is GrammarKind.JSON_SCHEMA:
                 return compiler.compile_grammar(json_schema_ebnf(spec.source, strict=True))
+            if spec.kind is GrammarKind.TOOL_CALLS:
+                return compiler.compile_grammar(tool_calls_ebnf(spec.source))
             if spec.kind is GrammarKind.REGEX:
                 return compiler.compile_regex(spec.source)
             return compiler.compile_grammar(choice_ebnf(spec.choices))
@@ -132,6 +135,19 @@ def json_schema_ebnf(schema: str, strict: bool) -> str:
     """The schema's grammar as EBNF: compact JSON (one space after ':' and ','; free whitespace lets a model loop on
     it forever), keys in the schema's order, strings without raw control characters."""
     grammar = xgr.Grammar.from_json_schema(schema, any_whitespace=False, strict_mode=strict)
+    return str(grammar).replace(_LAX_STRING_CHAR, _JSON_STRING_CHAR)
+
+
+def tool_calls_ebnf(source: str) -> str:
+    """`prefix JSON suffix` (source: {"prefix", "schema", "suffix"}), the JSON as json_schema_ebnf writes it."""
+    parts = json.loads(source)
+    schema = xgr.Grammar.from_json_schema(json.dumps(parts["schema"]), any_whitespace=False, strict_mode=True)
+    grammars = [
+        xgr.Grammar.from_ebnf("root ::= " + _ebnf_literal(parts[key])) if parts[key] else None
+        for key in ("prefix", "suffix")
+    ]
+    pieces = [g for g in (grammars[0], schema, grammars[1]) if g is not None]
+    grammar = xgr.Grammar.concat(*pieces) if len(pieces) > 1 else schema
     return str(grammar).replace(_LAX_STRING_CHAR, _JSON_STRING_CHAR)
 
 

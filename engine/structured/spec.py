@@ -25,6 +25,7 @@ class GrammarKind(enum.Enum):
     JSON_SCHEMA = "json_schema"  # response_format json_schema, or vLLM's guided_json
     REGEX = "regex"  # vLLM's guided_regex
     CHOICE = "choice"  # vLLM's guided_choice: exactly one of the strings
+    TOOL_CALLS = "tool_calls"  # a forced tool call: literal prefix, JSON (schema), literal suffix (engine/tools/)
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,12 @@ class GrammarSpec:
         if not all(choices):
             raise RequestError("A choice is the empty string.", param=param)
         return cls(GrammarKind.CHOICE, _checked_size(_canonical_json(choices), param), param)
+
+    @classmethod
+    def tool_calls(cls, prefix: str, schema: dict[str, Any], suffix: str, param: str = "tool_choice") -> GrammarSpec:
+        """JSON matching `schema`, between two literals (a tool-call parser's markers, e.g. `<tool_call>`)."""
+        source = _canonical_json({"prefix": prefix, "schema": schema, "suffix": suffix})
+        return cls(GrammarKind.TOOL_CALLS, _checked_size(source, param), param)
 
     @property
     def choices(self) -> list[str]:

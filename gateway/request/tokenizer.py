@@ -194,14 +194,30 @@ def _add_missing_special_tokens(
 
 
 def _plain_message(message: dict[str, Any]) -> dict[str, Any]:
-    """OpenAI content parts ([{"type": "text", "text": ...}]) joined into the plain string most templates expect."""
+    """OpenAI content parts ([{"type": "text", "text": ...}]) joined into the plain string most templates expect,
+    and an assistant turn's tool-call arguments (JSON text) decoded into the object templates write with `tojson`,
+    as the engine renders them (engine/server/protocol.py, `_template_message`)."""
     content = message.get("content")
     if isinstance(content, list):
         texts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
-        return {**message, "content": "".join(t for t in texts if isinstance(t, str))}
-    if content is None:
-        return {**message, "content": ""}
+        message = {**message, "content": "".join(t for t in texts if isinstance(t, str))}
+    elif content is None:
+        message = {**message, "content": ""}
+    calls = message.get("tool_calls")
+    if isinstance(calls, list) and calls:
+        message = {**message, "tool_calls": [_decoded_arguments(call) for call in calls]}
     return message
+
+
+def _decoded_arguments(call: Any) -> Any:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(arguments := function.get("arguments"), str):
+        return call
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return call
+    return {**call, "function": {**function, "arguments": value}} if isinstance(value, dict) else call
 
 
 def estimate_tokens(text: str) -> int:

@@ -16,6 +16,10 @@ touch a single Redis Cluster slot:
     sg:{t:<id>}:usage:<YYYYMMDD>       HASH  requests / input_tokens / output_tokens / cached_input_tokens /
                                              cost_micro_usd, also per model: and key:
 
+On a Redis Cluster the two index keys (keyidx, tenants) live in their own slots, so no command or transaction
+names one of them together with a tenant's keys (that would be CROSSSLOT): each index is written by a command of
+its own, after the tenant's record (the record is the truth, the index points at it).
+
 Every call is bounded by the socket timeout and never retried here: the caller (resilient.py) decides what an
 unavailable Redis means.
 """
@@ -43,9 +47,10 @@ from gateway.admin.tenants import (
 )
 from gateway.store import base
 from gateway.store.base import Admission, AdmitRequest, BucketView, Settlement, StoreRejected, StoreUnavailable
+from gateway.store.hot_path import hot_path_client
 from gateway.store.redis_pool import PoolExhausted, admin_client
 from gateway.store.redis_url import RedisEndpoint, parse_redis_url
-from gateway.store.resp import PreparedCommand, RespClient, RespError
+from gateway.store.resp import PreparedCommand, RespError
 
 _HERE = Path(__file__).parent
 
@@ -85,7 +90,8 @@ class RedisStore:
         endpoint = parse_redis_url(url) if isinstance(url, str) else url
         # Both clients from one endpoint: the same transport (TCP, TLS, unix socket), credentials and db.
         self._redis = admin_client(endpoint, socket_timeout_s, pool.max_connections, pool.timeout_s)
-        self._fast = RespClient(endpoint, socket_timeout_s)  # the two hot-path scripts; redis-py for the rest
+        # the hot-path scripts (one server, a cluster's slot owners, or Sentinel's master); redis-py for the rest
+        self._fast = hot_path_client(endpoint, socket_timeout_s)
         self._p = key_prefix
         self.heartbeat_s = heartbeat_s
         """How long a dead gateway's leases outlive it (leases.py); 0: until their lease ends."""
@@ -243,8 +249,8 @@ class RedisStore:
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.hset(t + "tenant", mapping=fields)  # type: ignore[arg-type]  # redis stubs: Mapping's key is invariant
             pipe.hincrby(t + "tenant", "gen", 1)
-            pipe.sadd(self._p + "tenants", tenant.id)
-            _, gen, _ = await self._call(pipe.execute)
+            _, gen = await self._call(pipe.execute)
+        await self._call(self._redis.sadd, self._p + "tenants", tenant.id)  # its own slot on a cluster
         tenant.gen = int(gen)
         return tenant
 
@@ -300,8 +306,8 @@ class RedisStore:
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.delete(t + "key:" + digest, *(f"{t}kb:{digest}:{b}" for b in base.BUCKETS))
             pipe.srem(t + "keys", digest)
-            pipe.hdel(self._p + "keyidx", digest)
-            deleted, _, _ = await self._call(pipe.execute)
+            deleted, _ = await self._call(pipe.execute)
+        await self._call(self._redis.hdel, self._p + "keyidx", digest)  # its own slot on a cluster
         return bool(deleted)
 
     async def put_key(self, key: ApiKey) -> None:

@@ -7,6 +7,7 @@ connection as it comes and matches replies in order (natural pipelining under lo
 Every call has a deadline (`timeout_s`). A missed deadline, a lost connection or a refused connect fails the
 calls in flight with StoreUnavailable and drops the connection; the next call reconnects. The transport (TCP, TLS,
 unix socket; ACL user, db) is the `RedisEndpoint`'s (redis_url.py), the same one redis-py's admin pool uses.
+One RespClient speaks to one server; cluster.py and sentinel.py route over several of them.
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ import asyncio
 import socket
 from collections import deque
 from collections.abc import Iterable, Sequence
+from functools import cached_property
 from types import ModuleType
 from typing import Any, Final, Protocol, cast
 
 from gateway.store.base import StoreReplyLost, StoreUnavailable
 from gateway.store.redis_url import RedisEndpoint, parse_redis_url
+from gateway.store.slots import key_slot
 
 Reply = Any
 """A decoded RESP2 reply: str | int | None | list of replies (an error reply is raised as RespError)."""
@@ -50,11 +53,14 @@ class RespError(Exception):
         return self.code in OUTAGE_REPLIES
 
 
-OUTAGE_REPLIES: Final = frozenset({"LOADING", "BUSY", "MASTERDOWN", "READONLY", "TRYAGAIN", "CLUSTERDOWN"})
+OUTAGE_REPLIES: Final = frozenset(
+    {"LOADING", "BUSY", "MASTERDOWN", "READONLY", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS"}
+)
 """Error replies that mean "not now" rather than "never": loading its data after a restart, a script running past
 busy-reply-threshold, a replica cut off from its master or one that was a master until a failover, a resharding
-slot, a cluster without quorum. None of them ran the command (a script that hits READONLY stops at its first write,
-which is its first effect), so it can be sent again."""
+slot, a cluster without quorum, a master short of the in-sync replicas `min-replicas-to-write` asks for. None of
+them ran the command (a script that hits READONLY or NOREPLICAS stops at its first write, which is its first
+effect), so it can be sent again."""
 
 
 _INCOMPLETE = object()
@@ -143,9 +149,28 @@ class PreparedCommand:
     def __init__(self, *head: object) -> None:
         self.count = len(head)
         self.head = encode_args(head)
+        self.key = command_key(head)
+
+    @cached_property
+    def slot(self) -> int:
+        """The Redis Cluster slot of its first key (cluster.py routes by it); computed once, on first use."""
+        return key_slot(self.key or "")
 
     def encode(self, args: Sequence[object]) -> bytes:
         return b"*%d\r\n" % (self.count + len(args)) + self.head + encode_args(args)
+
+
+def command_key(args: Sequence[object]) -> str | None:
+    """The key a command is routed by: EVAL/EVALSHA's first key, the argument after the name otherwise."""
+    if not args:
+        return None
+    name = str(args[0]).upper()
+    if name in ("EVAL", "EVALSHA"):
+        return str(args[3]) if len(args) > 3 and int(str(args[2])) > 0 else None
+    return str(args[1]) if len(args) > 1 else None
+
+
+_ASKING: Final = encode_command(["ASKING"])
 
 
 class _Connection(asyncio.Protocol):
@@ -199,10 +224,17 @@ class RespClient:
     async def call_prepared(self, command: PreparedCommand, *args: object) -> Reply:
         return await self.send(command.encode(args))
 
-    async def send(self, payload: bytes) -> Reply:
+    async def send(self, payload: bytes, asking: bool = False) -> Reply:
+        """`asking`: ASKING first, on the same connection, as a cluster's ASK redirection wants (its reply, OK,
+        is dropped)."""
         conn = self._conn if self._conn is not None and not self._conn.closed else await self._connect()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Reply] = loop.create_future()
+        if asking:
+            ack: asyncio.Future[Reply] = loop.create_future()
+            ack.add_done_callback(_consumed)  # OK, or the connection's failure that `future` reports anyway
+            conn.pending.append(ack)
+            payload = _ASKING + payload
         conn.pending.append(future)
         assert conn.transport is not None  # set by connection_made before create_connection returns
         conn.transport.write(payload)
@@ -281,3 +313,8 @@ def _expire(conn: _Connection, future: asyncio.Future[Reply], timeout_s: float) 
     # Replies are matched by order, so a reply that never came poisons the connection: drop it.
     if not future.done():
         conn.fail(StoreUnavailable(f"redis: no reply within {timeout_s}s"))
+
+
+def _consumed(future: asyncio.Future[Reply]) -> None:
+    if not future.cancelled():
+        future.exception()

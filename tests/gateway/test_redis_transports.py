@@ -106,7 +106,7 @@ def test_acl_user_and_password(fake, tokenizer_dir, tmp_path):
     ("url", "message"),
     [
         ("http://127.0.0.1:6379", "unsupported Redis URL scheme 'http://'"),
-        ("redis+sentinel://h:26379/m", "unsupported Redis URL scheme"),
+        ("redis://a:1,b:2/0", "several hosts"),
         ("127.0.0.1:6379", "unsupported Redis URL scheme"),
         ("unix://", "needs the socket's path"),
         ("redis://127.0.0.1:6379/x", "database must be a number"),
