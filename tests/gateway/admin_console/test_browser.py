@@ -144,3 +144,96 @@ def test_operator_creates_a_tenant_and_key_and_sees_its_refusals_and_usage(gatew
         wait.until(lambda d: "/admin/login" in d.current_url)
         driver.get(gateway.url + "/admin/tenants")
         assert "/admin/login" in driver.current_url
+
+
+def _accept_confirm(driver, wait) -> None:
+    """Forms that destroy something ask first (console.js): the operator answers OK."""
+    wait.until(_alert).accept()
+
+
+def _alert(driver):
+    try:
+        return driver.switch_to.alert
+    except Exception:  # noqa: BLE001 - selenium's NoAlertPresentException: not yet
+        return None
+
+
+def _key_row(driver, wait, key_id: str):
+    return wait.until(lambda d: d.find_elements(By.ID, f"key-{key_id}"))[0]
+
+
+def test_operator_manages_keys_tenants_and_replicas_in_the_browser(gateway):
+    """The admin tasks of docs/operations.md beyond the first test's: per-key limits, rotation, revocation and
+    deletion of keys, editing and deleting a tenant, draining a replica; each checked through the admin API and,
+    for keys, with the official openai client."""
+    admin = Admin(gateway.url)
+    admin.tenant("ops-co", rpm=100)
+    models = lambda secret: openai.OpenAI(base_url=gateway.url + "/v1", api_key=secret, max_retries=0).models.list()  # noqa: E731
+    with chromium() as driver:
+        wait = WebDriverWait(driver, WAIT_S, poll_frequency=0.2)
+        driver.get(gateway.url + "/admin/login")
+        _fill(driver, "token", ADMIN_TOKEN)
+        driver.find_element(By.ID, "login").click()
+        wait.until(lambda d: d.current_url.endswith("/admin/tenants"))
+
+        driver.get(gateway.url + "/admin/tenants/ops-co")
+        _fill(driver, "k-name", "rotating")
+        driver.find_element(By.ID, "issue-key").click()
+        first_secret = wait.until(lambda d: d.find_elements(By.ID, "secret"))[0].text
+        (first,) = admin.http.get("/tenants/ops-co/keys").json()["data"]
+
+        driver.get(gateway.url + "/admin/tenants/ops-co")
+        row = _key_row(driver, wait, first["key_id"])
+        rpm = row.find_element(By.NAME, "rpm")
+        rpm.clear()
+        rpm.send_keys("42")
+        row.find_element(By.CSS_SELECTOR, "button.limits").click()
+        wait.until(lambda d: d.current_url.endswith("?done=limits"))
+        assert admin.http.get("/tenants/ops-co/keys").json()["data"][0]["rpm"] == 42
+
+        row = _key_row(driver, wait, first["key_id"])
+        grace = row.find_element(By.NAME, "grace_s")
+        grace.clear()
+        grace.send_keys("0")
+        row.find_element(By.CSS_SELECTOR, "button.rotate").click()
+        second_secret = wait.until(lambda d: d.find_elements(By.ID, "secret"))[0].text
+        assert second_secret != first_secret
+        assert [m.id for m in models(second_secret)] == ["tiny"]
+        with pytest.raises(openai.AuthenticationError):
+            models(first_secret)  # grace 0: the old key ended with the rotation
+        second = next(
+            k for k in admin.http.get("/tenants/ops-co/keys").json()["data"] if k["key_id"] != first["key_id"]
+        )
+        assert second["rpm"] == 42  # the replacement keeps the old key's limits
+
+        driver.get(gateway.url + "/admin/tenants/ops-co")
+        _key_row(driver, wait, second["key_id"]).find_element(By.CSS_SELECTOR, "button.revoke").click()
+        _accept_confirm(driver, wait)
+        wait.until(lambda d: d.current_url.endswith("?done=revoked"))
+        with pytest.raises(openai.AuthenticationError):
+            models(second_secret)
+        _key_row(driver, wait, second["key_id"]).find_element(By.CSS_SELECTOR, "button.delete").click()
+        _accept_confirm(driver, wait)
+        wait.until(lambda d: d.current_url.endswith("?done=deleted"))
+        remaining = [k["key_id"] for k in admin.http.get("/tenants/ops-co/keys").json()["data"]]
+        assert second["key_id"] not in remaining
+
+        _fill(driver, "f-rpm", "250")
+        driver.find_element(By.ID, "save").click()
+        wait.until(lambda d: d.current_url.endswith("?done=saved"))
+        assert admin.http.get("/tenants/ops-co").json()["rpm"] == 250
+
+        driver.find_element(By.ID, "nav-replicas").click()
+        row = wait.until(lambda d: d.find_elements(By.ID, "replica-replica-b"))[0]
+        row.find_element(By.CSS_SELECTOR, "button.drain").click()
+        _accept_confirm(driver, wait)
+        wait.until(lambda d: d.current_url.endswith("?done=drained"))
+        assert "draining" in wait.until(lambda d: d.find_elements(By.ID, "replica-replica-b"))[0].text
+        pool = admin.http.get("/models/tiny/replicas").json()["data"]
+        assert {r["name"]: r["state"] for r in pool}["replica-b"] == "draining"
+
+        driver.get(gateway.url + "/admin/tenants/ops-co")
+        wait.until(lambda d: d.find_elements(By.ID, "delete-tenant"))[0].find_element(By.TAG_NAME, "button").click()
+        _accept_confirm(driver, wait)
+        wait.until(lambda d: d.current_url.endswith("/admin/tenants?done=deleted"))
+        assert admin.http.get("/tenants/ops-co").status_code == 404
