@@ -10,14 +10,23 @@ import uvicorn
 
 
 class ThreadServer:
-    def __init__(self, app, lifespan: str = "on"):
+    """`app` on host:port (port 0: a free one); TLS when given a certificate and its key."""
+
+    def __init__(self, app, lifespan: str = "on", host: str = "127.0.0.1", port: int = 0, certfile=None, keyfile=None):
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
+        self._sock.bind((host, port))
         self.port = self._sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if certfile else 'http'}://{host}:{self.port}"
+        tls = {"ssl_certfile": str(certfile), "ssl_keyfile": str(keyfile)} if certfile else {}
         config = uvicorn.Config(
-            app, log_level="warning", lifespan=lifespan, loop="asyncio", access_log=False, timeout_graceful_shutdown=2
+            app,
+            log_level="warning",
+            lifespan=lifespan,
+            loop="asyncio",
+            access_log=False,
+            timeout_graceful_shutdown=2,
+            **tls,
         )
         self.server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import openai
 import pytest
 import torch
 
@@ -23,3 +24,15 @@ def live_server(tiny_model_dir) -> LiveServer:
     server = LiveServer(make_engine(tiny_model_dir)).start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def client(live_server) -> openai.OpenAI:
+    """The official openai client on the module's server (a module may override `live_server`)."""
+    with openai.OpenAI(base_url=live_server.url + "/v1", api_key="unused", max_retries=0, timeout=120) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def model(client) -> str:
+    return client.models.list().data[0].id

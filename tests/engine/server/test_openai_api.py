@@ -6,20 +6,8 @@ import asyncio
 
 import httpx
 import openai
-import pytest
 
 from tests.engine.server.live import LiveServer, make_engine
-
-
-@pytest.fixture(scope="module")
-def client(live_server) -> openai.OpenAI:
-    with openai.OpenAI(base_url=live_server.url + "/v1", api_key="unused", max_retries=0) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def model(client) -> str:
-    return client.models.list().data[0].id
 
 
 def test_models_lists_the_served_model(client, live_server):

@@ -8,7 +8,6 @@ import contextlib
 import socket
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,11 +17,12 @@ import dns.rcode
 import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+
+from tests.gateway.servers import ThreadServer
 
 
 class DnsServer:
@@ -156,38 +156,14 @@ def self_signed_cert(folder: Path) -> tuple[Path, Path]:
     return cert, key
 
 
-class LoopbackServer:
-    """uvicorn serving `app` on host:port (port 0: a free one), in a thread; TLS when given a certificate."""
-
-    def __init__(self, app, host: str = "127.0.0.1", port: int = 0, certfile: Path | None = None, keyfile=None):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((host, port))
-        self.port = self.sock.getsockname()[1]
-        self.url = f"{'https' if certfile else 'http'}://{host}:{self.port}"
-        tls = {"ssl_certfile": str(certfile), "ssl_keyfile": str(keyfile)} if certfile else {}
-        config = uvicorn.Config(app, log_level="warning", loop="asyncio", access_log=False, lifespan="off", **tls)
-        config.timeout_graceful_shutdown = 2
-        self.server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-
-    def __enter__(self) -> LoopbackServer:
-        self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("server did not start")
-            time.sleep(0.01)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self._thread.join(timeout=10)
-        self.sock.close()
+def LoopbackServer(app, host: str = "127.0.0.1", port: int = 0, certfile: Path | None = None, keyfile=None):  # noqa: N802
+    """uvicorn serving `app` on host:port (port 0: a free one), in a thread, no lifespan; TLS when given a
+    certificate (tests/gateway/servers.py's ThreadServer)."""
+    return ThreadServer(app, lifespan="off", host=host, port=port, certfile=certfile, keyfile=keyfile)
 
 
 @contextlib.contextmanager
-def replicas_on_one_port(apps: list, first_host: int = 2) -> Iterator[tuple[int, list[LoopbackServer]]]:
+def replicas_on_one_port(apps: list, first_host: int = 2) -> Iterator[tuple[int, list[ThreadServer]]]:
     """Serve each app on 127.0.0.<first_host + i>, all on one port (as Pods behind a headless Service are)."""
     probe = socket.socket()
     probe.bind((f"127.0.0.{first_host}", 0))

@@ -10,9 +10,7 @@ import httpx
 import jsonschema
 import openai
 import pytest
-import torch
 
-from tests.engine.server.live import LiveServer, make_engine
 from tests.gateway.conftest import Admin, gateway_config, serve_gateway, wait_until
 
 SCHEMA = {
@@ -28,32 +26,6 @@ SCHEMA = {
 RESPONSE_FORMAT = {"type": "json_schema", "json_schema": {"name": "city", "schema": SCHEMA, "strict": True}}
 BAD_SCHEMA = {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}
 MESSAGES = [{"role": "user", "content": "Describe a city."}]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def live(tiny_model_dir) -> LiveServer:
-    server = LiveServer(make_engine(tiny_model_dir)).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def client(live) -> openai.OpenAI:
-    with openai.OpenAI(base_url=live.url + "/v1", api_key="unused", max_retries=0, timeout=120) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def model(client) -> str:
-    return client.models.list().data[0].id
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -108,14 +80,14 @@ def test_completions_guided_json_as_a_string(client, model):
         ({"guided_regex": "a+", "min_tokens": 2}, "min_tokens"),
     ],
 )  # fmt: skip
-def test_bad_structured_requests_are_400s_and_the_replica_lives(live, model, body, param):
+def test_bad_structured_requests_are_400s_and_the_replica_lives(live_server, model, body, param):
     for path, base in (("/v1/chat/completions", {"messages": MESSAGES}), ("/v1/completions", {"prompt": "x"})):
-        response = live.http.post(path, json={"model": model, "max_tokens": 5, **base, **body})
+        response = live_server.http.post(path, json={"model": model, "max_tokens": 5, **base, **body})
         assert response.status_code == 400, response.text
         error = response.json()["error"]
         assert error["type"] == "invalid_request_error" and error["param"] == param, error
-    assert live.http.get("/health").status_code == 200
-    again = live.http.post("/v1/completions", json={"model": model, "prompt": "x", "max_tokens": 2})
+    assert live_server.http.get("/health").status_code == 200
+    again = live_server.http.post("/v1/completions", json={"model": model, "prompt": "x", "max_tokens": 2})
     assert again.status_code == 200
 
 
@@ -152,8 +124,8 @@ def test_text_response_format_is_unconstrained(client, model):
 
 
 @pytest.fixture(scope="module")
-def gateway_client(live, model, tiny_model_dir):
-    config = gateway_config([live.url], tiny_model_dir)
+def gateway_client(live_server, model, tiny_model_dir):
+    config = gateway_config([live_server.url], tiny_model_dir)
     config["models"]["tiny"]["upstream_model"] = model
     with serve_gateway(config) as gw:
         admin = Admin(gw.url)
@@ -181,9 +153,9 @@ def test_through_the_gateway_fields_pass_and_tokens_are_counted(gateway_client):
     assert info.value.status_code == 400 and "regex" in info.value.body["message"]
 
 
-def test_server_error_body_is_openai_shaped(live, model):
+def test_server_error_body_is_openai_shaped(live_server, model):
     response = httpx.post(
-        live.url + "/v1/chat/completions",
+        live_server.url + "/v1/chat/completions",
         json={"model": model, "messages": MESSAGES, "guided_json": BAD_SCHEMA},
         timeout=60,
     )

@@ -13,7 +13,6 @@ from pathlib import Path
 import jsonschema
 import openai
 import pytest
-import torch
 
 from tests.engine.server.live import LiveServer, make_engine
 from tests.gateway.conftest import Admin, gateway_config, serve_gateway, wait_until
@@ -63,14 +62,6 @@ AUTO_TEXTS = {
 AUTO_CONTENT = {"hermes": "Sure.", "llama3_json": None, "mistral": "Sure."}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def tools_model_dir(tiny_model_dir, tmp_path_factory) -> str:
     folder = tmp_path_factory.mktemp("tiny-tools") / "model"
@@ -84,22 +75,12 @@ def tools_model_dir(tiny_model_dir, tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="module", params=["hermes", "llama3_json", "mistral"])
-def live(request, tools_model_dir) -> LiveServer:
+def live_server(request, tools_model_dir) -> LiveServer:
+    """Overrides conftest's: one replica per tool-call parser, on a model whose template renders tools."""
     server = LiveServer(make_engine(tools_model_dir), tool_call_parser=request.param).start()
     server.parser_name = request.param
     yield server
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def client(live) -> openai.OpenAI:
-    with openai.OpenAI(base_url=live.url + "/v1", api_key="unused", max_retries=0, timeout=120) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def model(client) -> str:
-    return client.models.list().data[0].id
 
 
 def _check_call(call, allowed: set[str]) -> None:
@@ -150,8 +131,8 @@ def test_streamed_deltas_assemble_to_the_whole_response(client, model, tool_choi
     assert [(c["name"], c["arguments"]) for c in calls.values()] == expected
 
 
-def test_auto_parses_what_the_model_writes(client, model, live):
-    name = live.parser_name
+def test_auto_parses_what_the_model_writes(client, model, live_server):
+    name = live_server.parser_name
     kwargs = dict(model=model, messages=MESSAGES, tools=TOOLS, max_tokens=200)
     completion = client.chat.completions.create(**kwargs, extra_body={"guided_regex": AUTO_TEXTS[name]})
     choice = completion.choices[0]
@@ -163,8 +144,8 @@ def test_auto_parses_what_the_model_writes(client, model, live):
     assert plain.finish_reason == "stop"
 
 
-def test_none_renders_the_tools_and_parses_nothing(client, model, live):
-    text = AUTO_TEXTS[live.parser_name]
+def test_none_renders_the_tools_and_parses_nothing(client, model, live_server):
+    text = AUTO_TEXTS[live_server.parser_name]
     kwargs = dict(model=model, messages=MESSAGES, max_tokens=200, extra_body={"guided_regex": text})
     with_tools = client.chat.completions.create(**kwargs, tools=TOOLS, tool_choice="none")
     without = client.chat.completions.create(**kwargs)
@@ -205,8 +186,8 @@ def test_a_tool_message_round_trips(client, model, tools_model_dir):
 
 
 @pytest.fixture(scope="module")
-def gateway_client(live, model, tools_model_dir):
-    config = gateway_config([live.url], tools_model_dir)
+def gateway_client(live_server, model, tools_model_dir):
+    config = gateway_config([live_server.url], tools_model_dir)
     config["models"]["tiny"]["upstream_model"] = model
     with serve_gateway(config) as gw:
         admin = Admin(gw.url)
@@ -240,8 +221,8 @@ def test_through_the_gateway_prompt_tokens_match_the_engine(gateway_client, clie
         ({"tools": TOOLS + TOOLS[:1]}, "tools"),
     ],
 )  # fmt: skip
-def test_bad_tool_requests_are_400s(live, model, body, param):
-    response = live.http.post("/v1/chat/completions", json={"model": model, "messages": MESSAGES, **body})
+def test_bad_tool_requests_are_400s(live_server, model, body, param):
+    response = live_server.http.post("/v1/chat/completions", json={"model": model, "messages": MESSAGES, **body})
     assert response.status_code == 400, response.text
     error = response.json()["error"]
     assert error["type"] == "invalid_request_error" and error["param"] == param, error
