@@ -13,9 +13,9 @@ Measured in one run, on the same generated data:
                  output, with latency vs stock Presidio (bench/guardrails_names.py)
   streaming      per-chunk cost of StreamRedactor (4-char and 1-char chunks), the hold-back in characters, output
                  equal to redacting the whole text; vs rescanning the whole buffer on every chunk (LLM Guard's way)
-  injection      the learned model's leave-one-source-out table (recorded in guardrails/injection/model.json at
-                 training time); for the gateway's detector (rules; the learned model is not wired in yet),
-                 precision / recall / FPR on the deepset set (the rules were tuned on it: not held out), on crafted
+  injection      leave-one-source-out tables of the learned model alone and of the gateway's detector (rules or
+                 model), recorded in guardrails/injection/model.json at training time; for the gateway's detector,
+                 precision / recall / FPR on the deepset set (both trained or tuned on it: not held out), on crafted
                  attacks with obfuscations and on benign look-alikes with trigger words built here; latency per
                  ~100-token prompt
 """
@@ -413,6 +413,7 @@ def injection_bench(detector, rng: random.Random, quick: bool) -> dict:
         "trained_at": recorded["trained_at"],
         "weights_bytes": MODEL_PATH.stat().st_size,
         "leave_one_source_out": recorded["leave_one_source_out"],
+        "with_rules": recorded["with_rules"],
     }
     prompts = [
         " ".join(rng.choices(FILLER, k=75)) + ". " + rng.choice(SEED_ATTACKS + BENIGN)
@@ -498,7 +499,9 @@ def print_report(report: dict) -> None:
         f"{model['threshold']} on P(injection), reported as score 0.5; "
         f"weights {model['weights_bytes'] / 2**20:.2f} MiB)"
     )
-    print(format_table(model))
+    print("the model alone:\n" + format_table(model))
+    print("rules or model, the gateway's detector (the rules read deepset's misses: not held out there):")
+    print(format_table(model, "with_rules"))
     print(
         f"\nPrompt injection, the gateway's detector (deepset train, {inj['deepset_prompts']} prompts; threshold sweep)"
     )

@@ -45,7 +45,7 @@ class KVCacheManager:
     def find_cached_prefix(self, seq: Sequence) -> list[KVBlock]:
         """Leading blocks of seq already in the cache. At least one token is always left to compute: its logits
         are what the next step samples from."""
-        if not self.enable_caching:
+        if not self.enable_caching or seq.needs_every_position:
             return []
         self.update_block_hashes(seq)
         bs, hits = self.block_size, []

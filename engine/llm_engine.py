@@ -117,7 +117,7 @@ class LLMEngine:
             self.kv_cache.mirrors.append(mirror)
             draft_batch = InputBatch(config.max_num_seqs, -(-self.max_model_len // self.block_size))
             draft_model = LlamaModel(draft_spec, weights, rope, attention)
-            draft_runner = ModelRunner(draft_model, mirror, self.block_size, self.device, draft_batch)
+            draft_runner = ModelRunner(draft_model, mirror, self.block_size, self.device, draft_batch, pools=False)
             draft_cost_ratio = _param_count(draft_spec) / _param_count(self.spec)
         return Speculator(
             config.speculative_method,
@@ -162,6 +162,10 @@ class LLMEngine:
         if any(t >= self.spec.vocab_size for t in params.stop_token_ids):
             raise RequestError(
                 f"stop_token_ids must be below the vocabulary size {self.spec.vocab_size}", param="stop_token_ids"
+            )
+        if any(t >= self.spec.vocab_size for t in params.logit_bias):
+            raise RequestError(
+                f"logit_bias token ids must be below the vocabulary size {self.spec.vocab_size}", param="logit_bias"
             )
         max_tokens = self._resolve_max_tokens(len(prompt_token_ids), params)
         stop_token_set = frozenset(params.stop_token_ids) | (frozenset() if params.ignore_eos else self.eos_token_ids)
@@ -450,6 +454,7 @@ class LLMEngine:
                     first_scheduled_time=request.first_scheduled_time,
                     first_token_time=request.first_token_time,
                     finished_time=request.finished_time,
+                    embedding=request.seqs[0].embedding if finished else None,
                 )
             )
         return outputs

@@ -18,6 +18,7 @@ from engine.cuda_graphs import DecodeGraphRunner
 from engine.input_batch import InputBatch
 from engine.kv_cache import KVCache
 from engine.models.llama import LlamaModel
+from engine.pooling import PoolSpan, pool_step
 from engine.sequence import Sequence
 from engine.step_buffer import StepBuffer, StepShape
 from engine.step_profile import StepClock
@@ -31,6 +32,7 @@ class StepInputs:
     logit_indices: torch.Tensor  # [R] rows of the hidden states to sample from
     sample_seqs: list[Sequence]  # sequences that sample this step, in row order
     num_rows: list[int]  # logits rows per sample_seqs entry: 1, or k + 1 for a sequence verifying k drafts
+    pool_spans: list[PoolSpan]  # embedding requests' rows of the hidden states (engine/pooling.py)
 
 
 class ModelRunner:
@@ -42,6 +44,7 @@ class ModelRunner:
         device: torch.device,
         batch: InputBatch,
         clock: StepClock | None = None,
+        pools: bool = True,
     ):
         self.model = model
         self.kv_cache = kv_cache
@@ -51,6 +54,7 @@ class ModelRunner:
         self.buffer = StepBuffer(device)  # this step's inputs, one host-to-device copy
         self.graph_runner: DecodeGraphRunner | None = None  # set by the engine on CUDA (cuda_graphs.py)
         self.clock = clock or StepClock()  # the engine's, to split prepare from forward; a draft runner's is off
+        self.pools = pools  # embeddings come from the served model, never from a draft model's runner
 
     def execute(
         self, scheduled: list[tuple[Sequence, int]], drafts: dict[int, list[int]] | None = None
@@ -65,6 +69,8 @@ class ModelRunner:
             hidden = self.graph_runner.run(inputs)
         else:
             hidden = self.model.forward(inputs.input_ids, inputs.positions, self.kv_cache.layers, inputs.meta)
+        if inputs.pool_spans:
+            pool_step(self.model, hidden, inputs.pool_spans)
         if not inputs.sample_seqs:
             logits = hidden.new_empty((0, self.model.spec.vocab_size), dtype=torch.float32)
         else:
@@ -90,6 +96,7 @@ class ModelRunner:
         logit_rows: list[int] = []
         sample_seqs: list[Sequence] = []
         num_rows: list[int] = []
+        pool_spans: list[PoolSpan] = []
         end = 0  # tokens so far in the flattened batch
         for seq, n in ordered:
             start = seq.num_computed_tokens
@@ -104,6 +111,8 @@ class ModelRunner:
             if draft:
                 token_ids.extend(draft)
                 n += len(draft)
+            elif self.pools and seq.pooling is not None:
+                pool_spans.append(PoolSpan(seq, end, end + n))
             end += n
             if samples:
                 k = 1 + (len(draft) if draft else 0)  # logits rows: the pending token's and each draft's
@@ -114,7 +123,9 @@ class ModelRunner:
             starts.append(start)
             lens.append(n)
         batch.end_step()
-        return self._pack(token_ids, rows, starts, lens, logit_rows, len(decodes), sample_seqs, num_rows)
+        inputs = self._pack(token_ids, rows, starts, lens, logit_rows, len(decodes), sample_seqs, num_rows)
+        inputs.pool_spans = pool_spans
+        return inputs
 
     def _pack(
         self,
@@ -170,4 +181,4 @@ class ModelRunner:
             prefill_query_start_loc=query_start_t,
             num_prefills=num_seqs - nd,
         )
-        return StepInputs(ids_t, positions_t, meta, logit_indices_t, sample_seqs, num_rows)
+        return StepInputs(ids_t, positions_t, meta, logit_indices_t, sample_seqs, num_rows, [])

@@ -47,3 +47,4 @@ class RequestOutput:
     first_scheduled_time: float | None = None
     first_token_time: float | None = None
     finished_time: float | None = None
+    embedding: list[float] | None = None  # an embedding request's vector, on its finished output

@@ -29,7 +29,7 @@ class SamplingRow:
 
     def __post_init__(self) -> None:
         p = self.params
-        self.plain_greedy = p.temperature < _GREEDY_EPS and not p.has_penalties and p.logprobs is None
+        self.plain_greedy = p.temperature < _GREEDY_EPS and not p.adjusts_logits and p.logprobs is None
 
 
 @dataclass
@@ -57,6 +57,8 @@ class Sampler:
             self._apply_penalties(logits, rows, vocab)
         else:
             self._output_counts.forget()  # no penalized sequence is in this step
+        if any(p.logit_bias for p in params):
+            self._apply_logit_bias(logits, params)
         want_logprobs = [p.logprobs for p in params]
         logprobs = torch.log_softmax(logits, dim=-1) if any(k is not None for k in want_logprobs) else None
 
@@ -82,6 +84,17 @@ class Sampler:
         freq = torch.tensor([r.params.frequency_penalty for r in rows], device=logits.device)[:, None]
         pres = torch.tensor([r.params.presence_penalty for r in rows], device=logits.device)[:, None]
         logits -= freq * counts + pres * (counts > 0).float()
+
+    @staticmethod
+    def _apply_logit_bias(logits: torch.Tensor, params: list[SamplingParams]) -> None:
+        """One scatter-add for every biased row of the step (a bias on a masked-out token leaves it at -inf)."""
+        rows, tokens, biases = [], [], []
+        for i, p in enumerate(params):
+            rows += [i] * len(p.logit_bias)
+            tokens += p.logit_bias.keys()
+            biases += p.logit_bias.values()
+        index = (torch.tensor(rows, device=logits.device), torch.tensor(tokens, device=logits.device))
+        logits.index_put_(index, torch.tensor(biases, dtype=logits.dtype, device=logits.device), accumulate=True)
 
     def _sample_random(self, logits: torch.Tensor, rows: list[SamplingRow]) -> torch.Tensor:
         """One token per row, none of them greedy."""

@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.errors import RequestError
+from engine.pooling import PoolingParams
 from engine.structured.spec import GrammarSpec
 
 MAX_LOGPROBS = 20
 MAX_TEMPERATURE = 1e4
+MAX_LOGIT_BIAS = 100.0
 
 
 @dataclass
@@ -27,8 +29,10 @@ class SamplingParams:
     logprobs: int | None = None  # number of top logprobs per token besides the chosen one; None: no logprobs
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
+    logit_bias: dict[int, float] = field(default_factory=dict)  # token id -> added to its logit (OpenAI's semantics)
     skip_special_tokens: bool = True
     structured: GrammarSpec | None = None  # the grammar the output must follow (response_format, guided_*)
+    pooling: PoolingParams | None = None  # an embedding request: pool the prompt's states (engine/pooling.py)
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):
@@ -61,11 +65,24 @@ class SamplingParams:
         self._check(-2.0 <= self.presence_penalty <= 2.0, "presence_penalty must be in [-2, 2]", "presence_penalty")
         self._check(-2.0 <= self.frequency_penalty <= 2.0, "frequency_penalty must be in [-2, 2]", "frequency_penalty")
         self._check(all(t >= 0 for t in self.stop_token_ids), "stop_token_ids must be >= 0", "stop_token_ids")
+        self._check(all(t >= 0 for t in self.logit_bias), "logit_bias token ids must be >= 0", "logit_bias")
+        self._check(
+            all(-MAX_LOGIT_BIAS <= b <= MAX_LOGIT_BIAS for b in self.logit_bias.values()),
+            f"logit_bias values must be in [-{MAX_LOGIT_BIAS:g}, {MAX_LOGIT_BIAS:g}]",
+            "logit_bias",
+        )
         # Under min_tokens the end-of-sequence tokens are suppressed, while a finished grammar allows nothing else.
         self._check(
             self.structured is None or self.min_tokens == 0,
             "min_tokens cannot be combined with structured output: the grammar decides where the output ends",
             "min_tokens",
+        )
+
+        self._check(
+            self.pooling is None
+            or (self.n == 1 and self.max_tokens == 1 and self.logprobs is None and self.structured is None),
+            "an embedding request takes one prompt pass: n=1, max_tokens=1, no logprobs or structured output",
+            "input",
         )
 
     @staticmethod
@@ -80,3 +97,9 @@ class SamplingParams:
     @property
     def has_penalties(self) -> bool:
         return self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
+
+    @property
+    def adjusts_logits(self) -> bool:
+        """Penalties or a logit bias: the sampled distribution is not the model's, so neither the argmax shortcut
+        nor draft verification (which compares the model's own distributions) applies."""
+        return self.has_penalties or bool(self.logit_bias)

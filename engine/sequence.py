@@ -14,6 +14,7 @@ import torch
 from engine.block_pool import KVBlock
 from engine.detokenizer import IncrementalDetokenizer
 from engine.outputs import TokenLogprob
+from engine.pooling import Pooling, PoolingParams
 from engine.sampler import SamplingRow
 from engine.sampling_params import SamplingParams
 
@@ -71,6 +72,10 @@ class Sequence:
         self.stop_reason: str | int | None = None
         self.num_emitted_tokens = 0  # output tokens already handed out in a RequestOutput
         self.num_emitted_logprobs = 0
+        # ModelRunner (engine/pooling.py): an embedding request's pooled states, and its vector once the prompt is in.
+        self.pooling: PoolingParams | None = request.params.pooling
+        self.pooled_sum: torch.Tensor | None = None
+        self.embedding: list[float] | None = None
 
     @property
     def num_tokens(self) -> int:
@@ -87,6 +92,11 @@ class Sequence:
     @property
     def is_finished(self) -> bool:
         return self.status is SequenceStatus.FINISHED
+
+    @property
+    def needs_every_position(self) -> bool:
+        """Mean pooling reads each prompt position's state, so a prefix-cache hit (no state this step) is skipped."""
+        return self.pooling is not None and self.pooling.pooling is Pooling.MEAN
 
     @property
     def is_prefilling(self) -> bool:

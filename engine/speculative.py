@@ -130,7 +130,7 @@ class Speculator:
         return (
             seq.request.forked  # its siblings (n > 1) fork on the plain sampling path, at the end of the prompt
             and seq.num_computed_tokens == seq.num_tokens - 1
-            and not params.has_penalties
+            and not params.adjusts_logits
             and params.logprobs is None
             and seq.num_output_tokens >= params.min_tokens
             # Structured output decodes without drafts: a draft's grammar mask depends on the drafts before it, so

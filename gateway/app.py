@@ -21,7 +21,7 @@ from gateway.asgi import send_error
 from gateway.config import GatewayConfig
 from gateway.errors import ApiError, unknown_model
 from gateway.request.hooks import RequestHooks
-from gateway.request.parse import CHAT, COMPLETIONS
+from gateway.request.parse import CHAT, COMPLETIONS, EMBEDDINGS
 from gateway.request.proxy import CompletionsEndpoint
 from gateway.request_ids import REQUEST_ID, RequestIdMiddleware, client_request_id
 from gateway.routing.base import Router
@@ -141,6 +141,7 @@ def build_app(
     completions = {
         "/v1/chat/completions": CompletionsEndpoint(gw.endpoint_parts, CHAT),
         "/v1/completions": CompletionsEndpoint(gw.endpoint_parts, COMPLETIONS),
+        "/v1/embeddings": CompletionsEndpoint(gw.endpoint_parts, EMBEDDINGS),
     }
     app = Starlette(
         routes=[

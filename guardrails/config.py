@@ -19,6 +19,10 @@ class GuardrailsConfig(Schema):
     """A local spaCy pipeline folder with NER (e.g. an unpacked en_core_web_sm); enables NRP, and adds its PERSON,
     LOCATION and ORGANIZATION to the shipped tagger's (guardrails/ner/). None: a blank English pipeline, nothing
     downloaded."""
+    injection_learned_model: bool = True
+    """Score prompts with the shipped n-gram model (guardrails/injection/model.npz) besides the rules; a prompt is an
+    injection when either says so. False: the rules alone (fewer false positives on security-topic requests, far
+    less recall on jailbreak templates: docs/benchmarks.md)."""
     injection_model_path: Path | None = None
     """A local transformers sequence-classification folder; its injection probability is combined with the rules."""
     injection_model_label: Annotated[int, Field(ge=0)] = 1

@@ -32,6 +32,7 @@ _TRACER = trace.get_tracer("sluicegate.guardrails")
 
 if TYPE_CHECKING:
     from guardrails.injection.classifier import InjectionClassifier
+    from guardrails.injection.model import InjectionModel
     from guardrails.stream import StreamRedactor
 
 
@@ -44,7 +45,7 @@ class Guardrails:
         self.metrics = metrics
         self.analyzer = build_analyzer(self.config.spacy_model_path)
         self.scanner = PiiScanner(self.analyzer, self.config.pii_engine, self.config.spacy_model_path is not None)
-        self.injection = InjectionDetector(self._classifier())
+        self.injection = InjectionDetector(self._classifier(), self._learned_model())
 
     def _classifier(self) -> InjectionClassifier | None:
         if self.config.injection_model_path is None:
@@ -54,6 +55,13 @@ class Guardrails:
         return InjectionClassifier(
             self.config.injection_model_path, self.config.injection_model_label, self.config.injection_model_max_tokens
         )
+
+    def _learned_model(self) -> InjectionModel | None:
+        if not self.config.injection_learned_model:
+            return None
+        from guardrails.injection.model import shipped_model
+
+        return shipped_model()
 
     def check_policy(self, policy: GuardrailPolicy) -> None:
         """Raise GuardrailConfigError if the policy names entities this deployment cannot detect."""

@@ -17,7 +17,8 @@ It matches that protocol structurally, so guardrails/ never imports gateway/. Wi
   tool messages (and on completion prompts) only. Token-id prompts carry no text and pass unchecked. Redaction
   writes the redacted strings back into a copy of the body; PII in an identifier (a function name) blocks.
 - Output: a non-streamed body has each choice's `message.content` / `text` redacted, and its `logprobs` alike
-  (logprobs.py); a stream goes through SseRedactor, one StreamRedactor (and StreamLogprobs) per choice index. The
+  (logprobs.py), and each tool call's `arguments`; a stream goes through SseRedactor, one StreamRedactor (and
+  StreamLogprobs) per choice index, and one per streamed tool call's `arguments`. The
   held-back text of a choice (and its tokens' logprobs) goes out in the event that carries its `finish_reason` (or
   in one extra chunk before `data: [DONE]`). Output `block` ends the stream with an OpenAI error event; usage
   chunks pass through untouched, so accounting stays on the upstream's token counts.
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from guardrails.errors import GuardrailBlocked, GuardrailConfigError, OutputBlocked
 from guardrails.logprobs import StreamLogprobs, redact_choice
 from guardrails.policy import GuardrailPolicy
-from guardrails.request_fields import CHAT, request_fields
+from guardrails.request_fields import CHAT, EMBEDDINGS, request_fields
 from sluicegate.sse import DONE_DATA, encode_event, event_data, replace_data, split_events
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ class GuardrailHooks:
 
     async def check_output(self, tenant: TenantLike, route_kind: str, response_body: bytes) -> bytes:
         policy = self.policy_for(tenant)
-        if policy is None or policy.output_pii_action == "off":
+        if policy is None or policy.output_pii_action == "off" or route_kind == EMBEDDINGS:  # vectors, no text
             return response_body
         try:
             payload = json.loads(response_body)
@@ -120,14 +121,18 @@ class GuardrailHooks:
         field = ("message", "content") if route_kind == CHAT else ("text",)
         changed = False
         for choice in payload.get("choices") or []:
+            if not isinstance(choice, dict):
+                continue
             text = _get_path(choice, field)
+            for arguments_path in _tool_argument_paths(choice) if route_kind == CHAT else ():
+                arguments = _get_path(choice, arguments_path)
+                new_arguments, _ = await self._scan_output(arguments, policy, tenant.id)
+                if new_arguments != arguments:
+                    _set_path(choice, arguments_path, new_arguments)
+                    changed = True
             if not isinstance(text, str):
                 continue
-            try:
-                new, findings = await asyncio.to_thread(self.guardrails.scan_output, text, policy, tenant.id)
-            except OutputBlocked as blocked:
-                self._count_request("output_block")
-                raise self.on_block(blocked) from None
+            new, findings = await self._scan_output(text, policy, tenant.id)
             if new != text:
                 _set_path(choice, field, new)
                 redact_choice(route_kind, choice, text, findings, policy.redaction_style)
@@ -135,6 +140,13 @@ class GuardrailHooks:
         if changed:
             self._count_request("output_redact")
         return json.dumps(payload).encode() if changed else response_body
+
+    async def _scan_output(self, text: str, policy: GuardrailPolicy, tenant_id: str) -> tuple[str, list]:
+        try:
+            return await asyncio.to_thread(self.guardrails.scan_output, text, policy, tenant_id)
+        except OutputBlocked as blocked:
+            self._count_request("output_block")
+            raise self.on_block(blocked) from None
 
     def output_transformer(self, tenant: TenantLike, route_kind: str, body: dict) -> SseRedactor | None:
         policy = self.policy_for(tenant)
@@ -172,6 +184,8 @@ class SseRedactor:
         self.counted: set[str] = set()
         self.field = ("delta", "content") if route_kind == CHAT else ("text",)
         self.redactors: dict[int, StreamRedactor] = {}
+        # (choice index, tool-call index) -> the redactor of that call's streamed `arguments` (chat only)
+        self.tool_redactors: dict[tuple[int, int], StreamRedactor] = {}
         self.template: dict[str, Any] | None = None  # the last chunk seen: id/model/created for an extra chunk
         self.blocked = False
 
@@ -237,6 +251,33 @@ class SseRedactor:
             choice["logprobs"] = logprobs.release(redactor.released_chars, redactor.take_redactions(), finished)
         if finished:
             del self.logprobs[index]
+        if self.route_kind == CHAT:
+            self._tool_calls(index, choice, finished)
+
+    def _tool_calls(self, index: int, choice: dict, finished: bool) -> None:
+        """Each call's `arguments` pieces through a redactor of its own; a finishing choice carries the held-back
+        ends, merged into its own deltas (a client concatenates a call's pieces by its `index`)."""
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):
+            return
+        calls = delta.get("tool_calls")
+        by_call: dict[int, dict] = {}
+        for call in calls if isinstance(calls, list) else []:
+            function = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(function, dict) or not isinstance(function.get("arguments"), str):
+                continue
+            key = (index, call.get("index", 0))
+            redactor = self.tool_redactors.get(key)
+            if redactor is None:
+                redactor = self.tool_redactors[key] = self._watched(self.make_redactor())
+            function["arguments"] = redactor.feed(function["arguments"])
+            by_call[key[1]] = function
+        if finished:
+            for call_index, tail in self._finish_tool_calls(index):
+                if call_index in by_call:
+                    by_call[call_index]["arguments"] += tail
+                else:
+                    delta.setdefault("tool_calls", []).append(_arguments_delta(call_index, tail))
 
     def _watched(self, redactor: StreamRedactor) -> StreamRedactor:
         """The redactor, its findings also counted per stream (its own callback, the findings metric, still runs)."""
@@ -254,8 +295,24 @@ class SseRedactor:
         redactor.on_finding = on_finding
         return redactor
 
+    def _finish_tool_calls(self, index: int) -> list[tuple[int, str]]:
+        """The held-back ends of choice `index`'s calls, (call index, text), forgetting their redactors."""
+        tails = []
+        for key in sorted(k for k in self.tool_redactors if k[0] == index):
+            tail = self.tool_redactors.pop(key).finish()
+            if tail:
+                tails.append((key[1], tail))
+        return tails
+
     def _flush_all(self) -> bytes:
         events = []
+        for index in sorted({choice for choice, _ in self.tool_redactors}):
+            tails = self._finish_tool_calls(index)
+            if tails and self.template:
+                chunk = {k: v for k, v in self.template.items() if k not in ("choices", "usage")}
+                delta = {"tool_calls": [_arguments_delta(call_index, tail) for call_index, tail in tails]}
+                chunk["choices"] = [{"index": index, "delta": delta, "logprobs": None, "finish_reason": None}]
+                events.append(encode_event(json.dumps(chunk)))
         for index, redactor in sorted(self.redactors.items()):
             tail = redactor.finish()
             logprobs = self.logprobs.get(index)
@@ -271,6 +328,25 @@ class SseRedactor:
         self.redactors.clear()
         self.logprobs.clear()
         return b"".join(events)
+
+
+def _arguments_delta(call_index: int, arguments: str) -> dict:
+    return {"index": call_index, "function": {"arguments": arguments}}
+
+
+def _tool_argument_paths(choice: dict) -> list[tuple]:
+    """Paths of a whole chat choice's tool-call `arguments` strings (the legacy `function_call` too)."""
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        return []
+    paths: list[tuple] = []
+    calls = message.get("tool_calls")
+    for i, call in enumerate(calls if isinstance(calls, list) else []):
+        if isinstance(call, dict) and isinstance(_get_path(call, ("function", "arguments")), str):
+            paths.append(("message", "tool_calls", i, "function", "arguments"))
+    if isinstance(_get_path(message, ("function_call", "arguments")), str):
+        paths.append(("message", "function_call", "arguments"))
+    return paths
 
 
 def _error_event(blocked: GuardrailBlocked) -> bytes:

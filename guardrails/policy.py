@@ -35,6 +35,7 @@ DEFAULT_PII_ENTITIES = (
     "PRIVATE_KEY",
 )
 DEFAULT_SCORE_THRESHOLD = 0.4
+DEFAULT_INJECTION_THRESHOLD = 0.5  # the shipped model's score is calibrated so its operating point lands here
 
 
 def _unique(entities: tuple[str, ...]) -> tuple[str, ...]:
@@ -61,7 +62,7 @@ class GuardrailPolicy(Schema):
     """Streamed/returned output PII: off | detect | redact | block (ends the stream with an error event)."""
     injection_action: InjectionAction = "off"
     """Prompt injection: off | detect | block."""
-    injection_threshold: Score = 0.5
+    injection_threshold: Score = DEFAULT_INJECTION_THRESHOLD
     """Injection score in [0, 1] at or above which a prompt counts as an injection."""
 
     @classmethod

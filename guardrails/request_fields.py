@@ -5,6 +5,7 @@ Chat, per message in order: `name`, the content (a string, or its `text` parts a
 the engine joins them), each tool call's function `name` (an identifier: not redactable) and `arguments` (also
 the legacy `function_call`). Then each tool's (and legacy function's) `name`, `description` and every string inside
 its `parameters` schema; `response_format`'s JSON schema strings. Completions: each prompt string and `suffix`.
+Embeddings: each `input` string (PII only: it is data to embed, not an instruction).
 Both: `user` and the `stop` strings. Injection is scored on user/tool/function messages' text and on completion
 prompts and suffixes, as before; PII everywhere.
 
@@ -18,6 +19,7 @@ from typing import Any
 from guardrails.prompt_view import Segment
 
 CHAT = "chat"
+EMBEDDINGS = "embeddings"
 UNTRUSTED_ROLES = frozenset({"user", "tool", "function"})
 Path = tuple[str | int, ...]
 
@@ -77,6 +79,14 @@ def request_fields(route_kind: str, body: dict[str, Any]) -> list[tuple[Segment,
         response_format = body.get("response_format")
         if isinstance(response_format, dict) and "json_schema" in response_format:
             fields.add_strings(response_format["json_schema"], ("response_format", "json_schema"))
+    elif route_kind == EMBEDDINGS:
+        # Data to embed, not instructions to a model: PII is redacted, injection is not scored.
+        inputs = body.get("input")
+        if isinstance(inputs, str):
+            fields.add(inputs, ("input",))
+        elif isinstance(inputs, list):
+            for i, item in enumerate(inputs):
+                fields.add(item, ("input", i))
     else:
         prompt = body.get("prompt")
         if isinstance(prompt, str):

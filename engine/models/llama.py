@@ -80,5 +80,8 @@ class LlamaModel:
     @torch.inference_mode()
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden: [R, H] rows that need sampling -> logits [R, V] in fp32."""
-        x = rms_norm(hidden, self.w.final_norm, self.spec.rms_norm_eps)
-        return F.linear(x, self.w.lm_head).float()
+        return F.linear(self.final_norm(hidden), self.w.lm_head).float()
+
+    def final_norm(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden: [R, H] from forward -> the model's output states (what the LM head and embeddings read)."""
+        return rms_norm(hidden, self.w.final_norm, self.spec.rms_norm_eps)

@@ -18,7 +18,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from engine.server import generation, kv_events, protocol, sse
+from engine.pooling import Pooling
+from engine.server import embeddings, generation, kv_events, protocol, sse
 from engine.server.async_engine import AsyncEngine
 from engine.server.config import ServerConfig
 from engine.server.errors import (
@@ -50,6 +51,7 @@ class Replica:
         self.model_name: str = llm_engine.model_name
         self.max_model_len: int = llm_engine.max_model_len
         self.block_size: int = llm_engine.block_size
+        self.hidden_size: int = llm_engine.spec.hidden_size
         self.created = int(time.time())
         self.tokenization = tokenization
         # The engine thread has not started: reading its stats here races nothing, and /metrics is whole from start-up.
@@ -113,6 +115,7 @@ def _routes() -> list[Route]:
     return [
         Route("/v1/completions", completions, methods=["POST"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/embeddings", embeddings_endpoint, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
@@ -144,6 +147,25 @@ async def _generate(request: Request, replica: Replica, parsed: protocol.Generat
     context = context_of(request.scope)
     return await generation.serve(
         request, parsed, fmt, replica.engine, replica.tokenization, replica.model_name, context.arrival_time_s
+    )
+
+
+async def embeddings_endpoint(request: Request) -> Response:
+    replica = _replica(request)
+    parsed = protocol.parse_embeddings(
+        protocol.parse_json(await _read_body(request, replica.config.max_request_body_bytes))
+    )
+    replica.check_model(parsed.model)
+    replica.check_admitting()
+    return await embeddings.serve(
+        request,
+        parsed,
+        replica.engine,
+        replica.tokenization,
+        replica.model_name,
+        Pooling(replica.config.embedding_pooling),
+        replica.hidden_size,
+        context_of(request.scope).arrival_time_s,
     )
 
 

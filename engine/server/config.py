@@ -28,6 +28,9 @@ class ServerConfig(Schema):
     request_log: bool = True
     """One JSON line per generation request on stdout (logger `sluicegate.engine.requests`): status, tokens,
     timings, never text."""
+    embedding_pooling: Literal["last", "mean"] = "last"
+    """How /v1/embeddings pools the prompt's final hidden states: the last token's (decoder-only embedding models,
+    and exact under prefix caching) or the mean over every token (such requests skip prefix-cache hits)."""
     tool_call_parser: Literal["llama3_json", "hermes", "mistral"] | None = None
     """How this model writes tool calls (docs/api.md, "Tool calling"): needed for tool_choice auto, required or a
     named function; without it a request with tools may only use tool_choice none."""

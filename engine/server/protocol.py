@@ -17,6 +17,7 @@ from engine.server.request_bodies import (
     ChatBody,
     CompletionBody,
     DetokenizeBody,
+    EmbeddingBody,
     GenerateBody,
     Message,
     TokenizeBody,
@@ -43,6 +44,17 @@ class GenerateRequest:
     messages: list[dict] | None = None  # chat: [{"role", "content": str, ...}], as the chat template takes them
     tools: ToolPlan | None = None  # chat with tools: what the template renders and the output may hold
     tool_parser: ToolParser | None = None  # set when the output is parsed for calls (tool_choice other than none)
+
+
+@dataclass
+class EmbeddingRequest:
+    """One /v1/embeddings request, validated: each input is text or token ids, one engine request each."""
+
+    model: str | None
+    inputs: list[str | list[int]]
+    encoding_format: str  # "float" or "base64" (little-endian float32, as OpenAI's)
+    dimensions: int | None
+    cache_salt: str
 
 
 @dataclass
@@ -100,6 +112,21 @@ def parse_chat(body: dict, tool_parser: ToolParser | None = None) -> GenerateReq
         parallel = parsed.get("parallel_tool_calls", True)
         request.tool_parser = tool_parser if parallel else FirstCallOnly(tool_parser)
     return request
+
+
+def parse_embeddings(body: dict) -> EmbeddingRequest:
+    parsed = validate(EmbeddingBody, _present(body))
+    raw = parsed["input"]
+    # One input (a string or one token-id array) or a batch of them: a list of ints is one input, not a batch.
+    single = isinstance(raw, str) or (bool(raw) and isinstance(raw[0], int))
+    inputs = [raw] if single else list(raw)
+    return EmbeddingRequest(
+        model=parsed.get("model"),
+        inputs=inputs,  # type: ignore[arg-type]  # validated: str | list[int] each
+        encoding_format=parsed.get("encoding_format", "float"),
+        dimensions=parsed.get("dimensions"),
+        cache_salt=parsed.get("cache_salt", ""),
+    )
 
 
 def parse_tokenize(body: dict) -> TokenizeRequest:
@@ -179,6 +206,7 @@ def _sampling_params(
             logprobs=logprobs,
             presence_penalty=float(body.get("presence_penalty", 0.0)),
             frequency_penalty=float(body.get("frequency_penalty", 0.0)),
+            logit_bias={int(token): float(bias) for token, bias in body.get("logit_bias", {}).items()},
             structured=_grammar_spec(body),
         )
     except RequestError as exc:

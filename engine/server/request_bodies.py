@@ -30,6 +30,7 @@ MAX_TOOLS = 128  # OpenAI's limit on functions per request
 MAX_STOP_STRINGS = 64
 MAX_STOP_CHARS = 4096  # each stop string; the streamed hold-back is at most this long
 MAX_STOP_TOKEN_IDS = 1024  # every generated token is checked against them
+MAX_LOGIT_BIAS = 300  # OpenAI's limit on logit_bias entries
 SEED_MIN, SEED_MAX = -(1 << 63), (1 << 63) - 1  # choice i samples with seed + i: stay inside torch's range
 
 UNSUPPORTED = "unsupported"  # error type (and OpenAI error code) of a known field at a value this server cannot honour
@@ -58,6 +59,11 @@ StopString = Annotated[Text, Field(max_length=MAX_STOP_CHARS)]
 Stop = Annotated[list[StopString], Field(max_length=MAX_STOP_STRINGS), BeforeValidator(_as_list)]
 StopTokenIds = Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=MAX_STOP_TOKEN_IDS)]
 Logprobs = Annotated[int, Field(ge=0, le=MAX_LOGPROBS)]
+# OpenAI's shape: token ids as JSON object keys (strings of digits), biases in [-100, 100] added to the logits.
+LogitBias = Annotated[
+    dict[Annotated[str, Field(pattern=r"^[0-9]{1,10}$")], Annotated[float, Field(ge=-100, le=100)]],
+    Field(max_length=MAX_LOGIT_BIAS),
+]
 MaxTokens = Annotated[int, Field(ge=1)]
 ChoiceCount = Annotated[int, Field(ge=1, le=MAX_N)]
 
@@ -165,6 +171,7 @@ class GenerateBody(TypedDict, total=False):
     min_tokens: Annotated[int, Field(ge=0)]
     stop_token_ids: StopTokenIds
     cache_salt: Text
+    logit_bias: LogitBias
     response_format: ResponseFormat
     guided_json: dict[str, Any] | Text  # vLLM's structured-output fields; at most one of these four per request
     guided_regex: Text
@@ -172,7 +179,6 @@ class GenerateBody(TypedDict, total=False):
     # Accepted only when absent or at a value that changes nothing.
     echo: Annotated[Any, _default_only(False)]
     suffix: Annotated[Any, _default_only("")]
-    logit_bias: Annotated[Any, _default_only({})]
     functions: Annotated[Any, _default_only([])]
     function_call: Annotated[Any, _default_only("none", "auto")]
     # false: at most one call per reply (a forced call is one call either way).
@@ -200,6 +206,26 @@ class ChatBody(GenerateBody, total=False):
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice
 
 
+MAX_EMBEDDING_INPUTS = 2048  # OpenAI's limit on inputs per /v1/embeddings request
+NonEmptyText = Annotated[str, Field(min_length=1)]
+EmbeddingInput = (
+    NonEmptyText
+    | Annotated[list[NonEmptyText], Field(min_length=1, max_length=MAX_EMBEDDING_INPUTS)]
+    | TokenIds
+    | Annotated[list[TokenIds], Field(min_length=1, max_length=MAX_EMBEDDING_INPUTS)]
+)
+
+
+@with_config(_STRICT)
+class EmbeddingBody(TypedDict, total=False):
+    model: Text
+    input: Required[EmbeddingInput]
+    encoding_format: Literal["float", "base64"]
+    dimensions: Annotated[int, Field(ge=1)]
+    user: Text
+    cache_salt: Text  # as on generation requests: the gateway's per-tenant prefix-cache isolation
+
+
 @with_config(_STRICT)
 class TokenizeBody(TypedDict, total=False):
     model: Text
@@ -215,14 +241,16 @@ class DetokenizeBody(TypedDict, total=False):
     tokens: Required[list[int]]
 
 
-Body = TypeVar("Body", CompletionBody, ChatBody, TokenizeBody, DetokenizeBody)
+Body = TypeVar("Body", CompletionBody, ChatBody, EmbeddingBody, TokenizeBody, DetokenizeBody)
 _ADAPTERS: dict[type, TypeAdapter] = {
-    body: TypeAdapter(body) for body in (CompletionBody, ChatBody, TokenizeBody, DetokenizeBody)
+    body: TypeAdapter(body) for body in (CompletionBody, ChatBody, EmbeddingBody, TokenizeBody, DetokenizeBody)
 }
 # A union's failure is one message naming every accepted form (pydantic reports one complaint per member).
 _UNION_EXPECTED = {
     "prompt": "Input should be a string, an array of strings, an array of token ids, or an array of token-id arrays, "
               "and not empty",
+    "input": "Input should be a non-empty string, an array of them (at most 2048), an array of token ids, or an "
+             "array of token-id arrays",
     "content": "Input should be a string or a non-empty array of text parts (only text content is supported)",
 }  # fmt: skip
 

@@ -1,4 +1,4 @@
-"""The replica's request log: one JSON line per finished generation request (/v1/completions, /v1/chat/completions)
+"""The replica's request log: one JSON line per finished request on /v1/completions, /v1/chat/completions and /v1/embeddings
 on the `sluicegate.engine.requests` logger, which the server sends to stdout (`--no-request-log` turns it off).
 Refusals (400, 413, 503 while draining or full) are logged too; probes, scrapes and /tokenize are not. Never text:
 
@@ -23,7 +23,7 @@ from engine.server.request_context import context_of
 from sluicegate.json_logs import JsonLines
 
 REQUEST_LOGGER = "sluicegate.engine.requests"
-LOGGED_PATHS = frozenset({"/v1/completions", "/v1/chat/completions"})
+LOGGED_PATHS = frozenset({"/v1/completions", "/v1/chat/completions", "/v1/embeddings"})
 
 
 class RequestLogMiddleware:

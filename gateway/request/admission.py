@@ -26,7 +26,15 @@ from gateway.request.auth import AuthCache
 from gateway.request.context import RequestContext, RequestPhase
 from gateway.request.hooks import RequestHooks
 from gateway.request.overlap import OverlapGate
-from gateway.request.parse import CHAT, parse_chat, parse_completion, parse_json
+from gateway.request.parse import (
+    CHAT,
+    COMPLETIONS,
+    EMBEDDINGS,
+    parse_chat,
+    parse_completion,
+    parse_embeddings,
+    parse_json,
+)
 from gateway.request.precheck import DeniedKeys
 from gateway.request.prompts import measure
 from gateway.request.ratelimit_headers import ratelimit_headers
@@ -36,6 +44,8 @@ from gateway.request.tokenizer import PromptTokenizer
 from gateway.store import base
 from gateway.store.base import Admission, AdmitRequest, reservation
 from gateway.store.spend import worst_cost_micro_usd
+
+_PARSERS = {CHAT: parse_chat, COMPLETIONS: parse_completion, EMBEDDINGS: parse_embeddings}
 
 
 class AdmittingStore(Protocol):
@@ -68,7 +78,7 @@ class AdmissionControl:
             key, tenant = await p.auth.authenticate(authorization)
         ctx.key, ctx.tenant, ctx.phase = key, tenant, RequestPhase.IDENTIFIED
         raw = await read_body(receive)
-        parsed = (parse_chat if ctx.kind == CHAT else parse_completion)(parse_json(raw))
+        parsed = _PARSERS[ctx.kind](parse_json(raw))
         model = p.config.models.get(parsed.model)
         if model is None:
             raise unknown_model(parsed.model)

@@ -1,6 +1,6 @@
 """Validation of OpenAI request bodies: anything malformed becomes a 400 that names the parameter, never a 500.
 
-Only what the gateway itself relies on is checked (model, prompt/messages, max_tokens, n, stream); sampling
+Only what the gateway itself relies on is checked (model, prompt/messages/input, max_tokens, n, stream); sampling
 parameters pass through to the upstream, which validates them.
 """
 
@@ -15,6 +15,8 @@ from gateway.errors import invalid_request
 
 CHAT = "chat"
 COMPLETIONS = "completions"
+EMBEDDINGS = "embeddings"
+MAX_EMBEDDING_INPUTS = 2048  # OpenAI's limit on inputs per request
 MAX_N = 128
 MAX_TOKENS = 2**31 - 1
 MAX_RESERVATION_TOKENS = 2**48
@@ -39,7 +41,7 @@ class ParsedRequest:
     max_tokens: int | None
     completions: int
     """Completions the upstream will generate: n x number of prompts (multiplies the output reservation)."""
-    prompts: list[str | list[int]]  # completions: list of str or of token-id lists; chat: []
+    prompts: list[str | list[int]]  # completions and embeddings: list of str or of token-id lists; chat: []
     original_body: JsonObject | None = None
     """The body as parsed, before the input hook; `body is original_body` means it went through unchanged."""
 
@@ -145,3 +147,27 @@ def parse_completion(body: JsonObject) -> ParsedRequest:
             param="prompt",
         )
     return _common(COMPLETIONS, body, prompts)
+
+
+def parse_embeddings(body: JsonObject) -> ParsedRequest:
+    """An embeddings request generates nothing: its reservation is its input tokens alone (max_tokens 0)."""
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise invalid_request("model is required and must be a string.", param="model")
+    raw = body.get("input")
+    inputs: list[str | list[int]]
+    if (isinstance(raw, str) and raw) or _is_token_ids(raw):
+        inputs = [raw]
+    elif (
+        isinstance(raw, list)
+        and 0 < len(raw) <= MAX_EMBEDDING_INPUTS
+        and all((isinstance(i, str) and i) or _is_token_ids(i) for i in raw)
+    ):
+        inputs = list(raw)
+    else:
+        raise invalid_request(
+            "input must be a non-empty string, an array of them, an array of token ids, or an array of token-id "
+            f"arrays (at most {MAX_EMBEDDING_INPUTS} inputs; token ids are integers in [0, {TOKEN_ID_LIMIT})).",
+            param="input",
+        )
+    return ParsedRequest(EMBEDDINGS, body, model, False, False, 0, len(inputs), inputs, body)

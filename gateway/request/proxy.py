@@ -1,4 +1,5 @@
-"""The OpenAI endpoints (/v1/chat/completions, /v1/completions) as plain ASGI: the request path end to end.
+"""The OpenAI endpoints (/v1/chat/completions, /v1/completions, /v1/embeddings) as plain ASGI: the request path end
+to end.
 
 Reservation (settlement.py)                     entered first, left last: settles exactly once
   AdmissionControl.prepare (admission.py)       auth, pre-check, input guardrails          -> AUTHED
@@ -25,13 +26,14 @@ from gateway.request.admission import AdmissionControl
 from gateway.request.attempt import UpstreamAttempt, UpstreamLinks
 from gateway.request.context import Outcome, RequestContext, RequestPhase
 from gateway.request.hooks import RequestHooks
-from gateway.request.parse import CHAT
+from gateway.request.parse import CHAT, COMPLETIONS, EMBEDDINGS
 from gateway.request.refusals import RefusalLog
 from gateway.request.settlement import Reservation, SettlementParts, completion_count
 from gateway.request.spans import stage
 from gateway.request.stream import StreamScanner, choice_texts, error_event
 from gateway.request_ids import REQUEST_ID, client_request_id
 
+_PATHS = {CHAT: "/v1/chat/completions", COMPLETIONS: "/v1/completions", EMBEDDINGS: "/v1/embeddings"}
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 
 
@@ -54,7 +56,7 @@ class CompletionsEndpoint:
     def __init__(self, parts: EndpointParts, kind: str) -> None:
         self._parts = parts
         self._kind = kind
-        self._path = "/v1/chat/completions" if kind == CHAT else "/v1/completions"
+        self._path = _PATHS[kind]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         received_s = time.perf_counter()

@@ -17,6 +17,9 @@
   rather than blocking the queue behind it;
 - a call that found every pooled connection busy (redis_pool.PoolExhausted) fails alone too: that is this
   gateway's overload, not Redis being down;
+- at shutdown the queue gets one last try (CLOSE_FLUSH_TIMEOUT_S); what Redis still cannot take is logged, one
+  error line per tenant with the usage it held, so an operator can account for it (the concurrency slots and
+  reservations those requests hold in Redis lapse with their leases);
 - each tenant's fail-open state (buckets, concurrency, budgets) lives in a store of its own, dropped with the
   tenant, so a tenant deleted and created again with the same id starts clean, without the old one's queued usage.
 """
@@ -24,6 +27,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import dataclasses
 import logging
@@ -68,6 +72,7 @@ _BUDGET_SEEDS = (
 )
 MAX_TRACKED_TENANTS = 100_000
 REPLAY_BATCH = 256
+CLOSE_FLUSH_TIMEOUT_S = 3.0
 T = TypeVar("T")
 
 
@@ -99,6 +104,7 @@ class ResilientStore:
         self._pending: dict[str, list[Settlement]] = {}  # tenant id -> its settlements waiting for Redis
         self._pending_count = 0
         self._replays: dict[str, asyncio.Task[None]] = {}  # tenant id -> the replay of its queue now running
+        self._replaying: dict[str, list[Settlement]] = {}  # tenant id -> the batch that replay is sending
         self._retrier: asyncio.Task[None] | None = None
         self._leases = LeaseHeartbeat(redis.heartbeat, redis.heartbeat_s)
         metrics.redis_up(True)
@@ -109,12 +115,41 @@ class ResilientStore:
         except StoreUnavailable as exc:
             self._mark_down(exc)
 
-    async def close(self) -> None:
+    async def close(self, flush_timeout_s: float = CLOSE_FLUSH_TIMEOUT_S) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(flush_timeout_s):
+                await self._flush()
         self._leases.close()
         for task in [self._retrier, *self._replays.values()]:
             if task is not None:
                 task.cancel()
+        self._log_unsettled()
         await self.primary.close()
+
+    async def _flush(self) -> None:
+        """One more try for every queued settlement (Redis may be back), then wait for the replays running."""
+        for tenant_id in list(self._pending):
+            await self._replay_tenant(tenant_id)
+            if not self.redis_up:
+                return
+        await asyncio.gather(*[asyncio.shield(t) for t in self._replays.values()], return_exceptions=True)
+
+    def _log_unsettled(self) -> None:
+        unsettled: dict[str, list[Settlement]] = {}
+        for source in (self._pending, self._replaying):
+            for tenant_id, batch in source.items():
+                unsettled.setdefault(tenant_id, []).extend(batch)
+        for tenant_id, batch in sorted(unsettled.items()):
+            log.error(
+                "shutdown with redis unreachable: %d settlements of tenant %s not recorded "
+                "(input_tokens=%d output_tokens=%d cost_micro_usd=%d request_ids=%s)",
+                len(batch),
+                tenant_id,
+                sum(s.actual_in for s in batch),
+                sum(s.actual_out for s in batch),
+                sum(s.cost_micro_usd for s in batch),
+                ",".join(s.request_id for s in batch[:20]) + (",..." if len(batch) > 20 else ""),
+            )
 
     @property
     def redis_up(self) -> bool:
@@ -286,6 +321,7 @@ class ResilientStore:
             if not batch:
                 return
             self._pending_count -= len(batch)
+            self._replaying[tenant_id] = batch
             task = asyncio.get_running_loop().create_task(self._send(tenant_id, batch))
             self._replays[tenant_id] = task
             task.add_done_callback(self._replay_done(tenant_id))
@@ -318,6 +354,9 @@ class ResilientStore:
                 elif isinstance(result, BaseException):
                     log.error("settlement %s not replayed: %r", settlement.request_id, result)
                     keep.append(settlement)
+        # Done with the batch (a replay cancelled at shutdown leaves it here, for _log_unsettled; some of it may
+        # have landed, so the log says "not recorded" of at most that many)
+        self._replaying.pop(tenant_id, None)
         if keep:
             self._pending[tenant_id] = keep + self._pending.get(tenant_id, [])
             self._pending_count += len(keep)

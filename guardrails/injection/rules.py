@@ -190,8 +190,10 @@ RULES: tuple[Rule, ...] = (
         0.9,
         ("vergiss", "vergesst", "vergessen", "ignorier", "missacht", "überspring"),
         r"\b(?:vergiss|vergesst|vergessen\s+sie|ignorier\w*|missachte\w*|überspring\w*)\b.{0,60}?"
-        r"\b(?:alles|vorherig\w*|vorangehend\w*|obig\w*|bisherig\w*|anweisung\w*|instruktion\w*|informationen"
-        r"|aufgaben|regeln|befehle|ausführungen|davor)\b",
+        # An adjective alone ("vergiss das vorherige Rezept") is not enough: it must qualify what a model was told.
+        r"\b(?:alles|anweisung\w*|instruktion\w*|informationen|aufgaben|regeln|befehle|ausführungen|davor"
+        r"|(?:vorherig|vorangehend|obig|bisherig)\w*\s+(?:\w+\s+)?(?:anweisung|instruktion|information|aufgabe"
+        r"|regel|befehl|ausführung|text|prompt|eingabe|gesagt)\w*)\b",
     ),
     _rule(
         "prior_information_de",
@@ -270,11 +272,20 @@ RULES: tuple[Rule, ...] = (
         "role_assignment",
         "roleplay",
         0.6,
-        ("want", "pretend", "role", "fungier", "agierst", "act as", "immerse"),
-        r"\bi\s+want\s+you\s+to\s+(?:act|pretend|play|roleplay|role-play)\b|\b(?:role-?playing|roleplay)\s+as\b"
+        ("want", "fungier", "agierst", "act as", "immerse"),
+        r"\bi\s+want\s+you\s+to\s+(?:act|pretend|play|roleplay|role-play)\b"
         r"|\b(?:you\s+are\s+going\s+to|you\s+will|you\s+must|you\s+shall|now\s+you)\s+(?:now\s+)?act\s+as\b"
-        r"|\bpretend\s+(?:to\s+be|you|that|to)\b|\bimmerse\s+yourself\s+(?:in|into)\s+(?:the\s+)?role\b"
+        r"|\bimmerse\s+yourself\s+(?:in|into)\s+(?:the\s+)?role\b"
         r"|\bdass\s+sie\s+als\s+\S+.{0,60}?\bfungieren\b|\bdass\s+du\s+als\s+\S+.{0,60}?\b(?:fungierst|agierst)\b",
+    ),
+    # Weak alone (below the default threshold): "pretend to be a teacher" is an ordinary request; with any other
+    # signal (a persona without rules, an override) it tips the score over.
+    _rule(
+        "pretend_role",
+        "roleplay",
+        0.45,
+        ("pretend", "role"),
+        r"\bpretend\s+(?:to\s+be|you|that|to)\b|\b(?:role-?playing|roleplay)\s+as\b",
     ),
     _rule(
         "identity_probe",
@@ -312,7 +323,7 @@ RULES: tuple[Rule, ...] = (
         ),
         r"(?-i:\b(?:DAN|STAN)\b)|\bdo\s+anything\s+now\b"
         r"|\b(?:evil|unrestricted|unfiltered|uncensored|amoral|rogue|unethical)\s+(?:ai|assistant|model|chatbot|bot"
-        r"|version|mode|persona)\b|\b(?:böse|bösartige|unzensierte)\s+KI\b",
+        r"|version|persona)\b|\b(?:böse|bösartige|unzensierte)\s+KI\b",
     ),
     # Answer twice, once "normally" and once as the unfiltered persona: the DAN family's signature.
     _rule(
@@ -476,10 +487,13 @@ RULES: tuple[Rule, ...] = (
         "extraction",
         0.75,
         ("prompt", "instruction", "system", "directive", "guideline", "rule"),
-        r"\b(?:reveal|show|print|display|output|repeat|tell\s+me|give\s+me|share|leak|dump|list|write\s+down"
-        r"|what\s+(?:is|are|was|were))\b[^.?!\n]{0,30}?\b(?:your|initial|hidden|secret|original|system|internal"
-        r"|confidential|above|previous)\s+(?:\w+\s+){0,2}?(?:prompts?|instructions|system\s+messages?|directives"
-        r"|guidelines|rules|prompt\s+texts?)\b",
+        r"\b(?:reveal|show|print|display|output|repeat|tell\s+me|give\s+me|share|leak|dump|list|write\s+down)\b"
+        r"[^.?!\n]{0,30}?\b(?:your|initial|hidden|secret|original|system|internal|confidential|above|previous)\s+"
+        r"(?:\w+\s+){0,2}?(?:prompts?|instructions|system\s+messages?|directives|guidelines|rules|prompt\s+texts?)\b"
+        # a question asks for this model's prompt only through "your" / "the": "what is a system prompt?" is not
+        r"|\bwhat\s+(?:is|are|was|were)\s+(?:your|the\s+(?:initial|hidden|secret|original|system|internal"
+        r"|confidential|above|previous))\s+(?:\w+\s+){0,2}?(?:prompts?|instructions|system\s+messages?"
+        r"|directives|guidelines|rules|prompt\s+texts?)\b",
     ),
     _rule(
         "repeat_text_above",

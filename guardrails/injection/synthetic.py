@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 
+from guardrails.injection import synthetic_composed
 from guardrails.injection.dataset import Sample
 
 HARD_NEGATIVES_SOURCE = "synthetic_hard_negatives"
@@ -280,6 +281,7 @@ def generate(seed: int = 0) -> list[Sample]:
         for t in templates
         for _ in range(ATTACKS_PER_TEMPLATE)
     ]
+    rows += synthetic_composed.generate(seed, ATTACKS_SOURCE, HARD_NEGATIVES_SOURCE)
     unique = {s.text: s for s in rows}  # a template without slots fills the same text every time
     return list(unique.values())
 

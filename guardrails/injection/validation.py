@@ -67,20 +67,26 @@ def out_of_fold(samples: list[Sample], matrix, config: FitConfig) -> np.ndarray:
     return probabilities
 
 
-def pick_threshold(samples: list[Sample], probabilities: np.ndarray, max_fpr: float = MAX_BENIGN_FPR) -> float:
+def pick_threshold(
+    samples: list[Sample],
+    probabilities: np.ndarray,
+    also_flagged: np.ndarray | None = None,
+    max_fpr: float = MAX_BENIGN_FPR,
+) -> float:
     """The lowest threshold (most recall) at which held-out benign prompts, all of them pooled and the trigger-word
-    ones on their own, are flagged at most `max_fpr` of the time."""
+    ones on their own, are flagged at most `max_fpr` of the time, counting the rows `also_flagged` (the rules' flags:
+    the detector blocks when either fires, so the false positives add up)."""
     benign = np.array([s.label == 0 for s in samples])
     trigger = benign & np.array([s.source in TRIGGER_WORD_SOURCES for s in samples])
+    extra = np.zeros(len(samples), bool) if also_flagged is None else also_flagged
     for threshold in np.round(np.arange(0.05, 1.0, 0.005), 3):
-        flagged = probabilities >= threshold
+        flagged = (probabilities >= threshold) | extra
         if flagged[benign].mean() <= max_fpr and (not trigger.any() or flagged[trigger].mean() <= max_fpr):
             return float(threshold)
     return 0.995
 
 
-def source_table(samples: list[Sample], probabilities: np.ndarray, threshold: float) -> list[SourceResult]:
-    flagged = probabilities >= threshold
+def source_table(samples: list[Sample], flagged: np.ndarray) -> list[SourceResult]:
     results = []
     for source in sorted({s.source for s in samples}):
         index = [i for i, s in enumerate(samples) if s.source == source]
@@ -97,10 +103,9 @@ def source_table(samples: list[Sample], probabilities: np.ndarray, threshold: fl
     return results
 
 
-def pooled(samples: list[Sample], probabilities: np.ndarray, threshold: float) -> dict[str, float]:
+def pooled(samples: list[Sample], flagged: np.ndarray) -> dict[str, float]:
     """Precision, recall and FPR over all held-out rows, and recall / FPR per language."""
     labels = np.array([s.label for s in samples])
-    flagged = probabilities >= threshold
     true_pos = int((flagged & (labels == 1)).sum())
     false_pos = int((flagged & (labels == 0)).sum())
     out = {

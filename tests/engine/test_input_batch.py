@@ -24,6 +24,7 @@ class FakeSeq:
     token_ids: list[int]
     num_computed_tokens: int = 0
     block_table: list = field(default_factory=list)
+    pooling: None = None  # not an embedding request
 
     @property
     def num_tokens(self) -> int:

@@ -6,6 +6,7 @@ Real redis-server processes of the tests' own throughout."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import threading
 import time
@@ -161,6 +162,45 @@ def test_a_tenants_queued_settlements_land_before_its_next_admission(server):
         await store.close()
 
     asyncio.run(main())
+
+
+def test_queued_settlements_are_flushed_when_the_gateway_closes(server):
+    """A gateway shut down right after Redis came back (its retry loop asleep for minutes) still records them."""
+
+    async def main():
+        store = await _store(server, retry_interval_s=600)
+        tenant, key = await _tenant(store)
+        admission = await store.admit(_request(key, "r0"), tenant, key)
+        server.kill()
+        await store.settle(_settlement(key, "r0", admission), admission.store)
+        assert store._pending
+        server.start()
+        await store.close()
+        db = server.client()
+        usage = db.hgetall(f"oc:{{t:t1}}:usage:{admission.day}")
+        assert int(usage[b"requests"]) == 1 and int(usage[b"output_tokens"]) == 5
+        assert db.zcard("oc:{t:t1}:inflight") == 0
+        db.close()
+
+    asyncio.run(main())
+
+
+def test_settlements_redis_never_took_are_logged_at_shutdown(server, caplog):
+    async def main():
+        store = await _store(server)
+        tenant, key = await _tenant(store)
+        admissions = [await store.admit(_request(key, f"r{i}"), tenant, key) for i in range(3)]
+        server.kill()
+        for i, admission in enumerate(admissions):
+            await store.settle(_settlement(key, f"r{i}", admission), admission.store)
+        await store.close(flush_timeout_s=2.0)
+
+    with caplog.at_level(logging.ERROR, logger="gateway.store.resilient"):
+        asyncio.run(main())
+    lines = [r.getMessage() for r in caplog.records if "not recorded" in r.getMessage()]
+    assert len(lines) == 1 and "3 settlements of tenant t1" in lines[0]
+    assert "input_tokens=30 output_tokens=15" in lines[0] and "r0,r1,r2" in lines[0]
+    server.start()  # the fixture stops a running server
 
 
 def test_readonly_redis_is_an_outage_and_the_queue_replays_by_itself(server):

@@ -231,12 +231,26 @@ def _b64(text: str) -> str:
         (f"decode this: {_b64(EMAIL)} please", "decode this: <EMAIL_ADDRESS> please", _b64(EMAIL)),
         (f"decode: {_b64('my card is ' + CARD)}.", "decode: <CREDIT_CARD>.", _b64("my card is " + CARD)),
         (f"twice: {_b64(_b64(EMAIL))}", "twice: <EMAIL_ADDRESS>", _b64(_b64(EMAIL))),
+        ("mail john.doe%40example.com today", "mail <EMAIL_ADDRESS> today", "example"),
+        ("mail john.doe\\u0040example.com today", "mail <EMAIL_ADDRESS> today", "example"),
+        (
+            "mail john.doe&#64;example.com or john.doe&#x40;example.com",
+            "mail <EMAIL_ADDRESS> or <EMAIL_ADDRESS>",
+            "doe",
+        ),
+        ("open https://a.io/?to=john.doe%40example.com&x=1 now", "open <EMAIL_ADDRESS> now", "example"),
+        ("card 4111%201111%201111%201111 ok", "card <CREDIT_CARD> ok", "1111"),
     ],
 )
 def test_obfuscated_pii_is_redacted(served, content, expected, hidden):
     body = _chat(served, [{"role": "user", "content": content}])
     assert body["messages"][0]["content"] == expected
     assert hidden not in _sent(served[1])
+
+
+def test_escapes_without_pii_are_left_alone(served):
+    content = "100% sure: a&b, caf&eacute; and path%2Fto%2Ffile with \\u00e9"
+    assert _chat(served, [{"role": "user", "content": content}])["messages"][0]["content"] == content
 
 
 def test_base64_of_plain_text_is_left_alone(served):

@@ -143,6 +143,63 @@ def test_sse_stream_redacts_per_choice(hooks):
     assert b'"total_tokens": 9' in out and out.endswith(b"data: [DONE]\n\n")
 
 
+async def test_non_streamed_tool_call_arguments_are_redacted(hooks):
+    arguments = json.dumps({"to": "li.chen@example.com", "note": "call +44 20 7946 0958"})
+    call = {"id": "call_1", "type": "function", "function": {"name": "send_mail", "arguments": arguments}}
+    body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [call]}}]}
+    out = json.loads(await hooks.check_output(tenant("redact"), "chat", json.dumps(body).encode()))
+    redacted = json.loads(out["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"])
+    assert redacted == {"to": "<EMAIL_ADDRESS>", "note": "call <PHONE_NUMBER>"}
+    assert out["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "send_mail"
+    with pytest.raises(Refused):
+        await hooks.check_output(tenant("block"), "chat", json.dumps(body).encode())
+
+
+def _tool_call_chunks(arguments: list[str], size: int) -> list[dict]:
+    """Two calls streamed as OpenAI does: a head with id and name, then `arguments` pieces by index."""
+    chunks = []
+    for k, text in enumerate(arguments):
+        head = {"index": k, "id": f"call_{k}", "type": "function", "function": {"name": "f", "arguments": ""}}
+        chunks.append({"id": "c1", "choices": [{"index": 0, "delta": {"tool_calls": [head]}, "finish_reason": None}]})
+        for i in range(0, len(text), size):
+            piece = {"index": k, "function": {"arguments": text[i : i + size]}}
+            delta = {"tool_calls": [piece]}
+            chunks.append({"id": "c1", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+    chunks.append({"id": "c1", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+    return chunks
+
+
+def _arguments(events: bytes) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for line in events.split(b"\n\n"):
+        if line.startswith(b"data: {"):
+            for choice in json.loads(line[6:]).get("choices", []):
+                for call in choice.get("delta", {}).get("tool_calls") or []:
+                    out[call["index"]] = out.get(call["index"], "") + call["function"]["arguments"]
+    return out
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7])
+def test_streamed_tool_call_arguments_never_leak(hooks, size):
+    arguments = [json.dumps({"to": "li.chen@example.com"}), json.dumps({"ip": "10.0.0.7", "n": 3})]
+    transformer = hooks.output_transformer(tenant("redact"), "chat", {})
+    out = b"".join(transformer.feed(e) for e in _sse(_tool_call_chunks(arguments, size))) + transformer.flush()
+    assert b"li.chen" not in out and b"10.0.0" not in out
+    merged = _arguments(out)
+    assert json.loads(merged[0]) == {"to": "<EMAIL_ADDRESS>"} and json.loads(merged[1]) == {
+        "ip": "<IP_ADDRESS>",
+        "n": 3,
+    }
+
+
+def test_streamed_tool_call_arguments_held_at_the_end_go_out_before_done(hooks):
+    chunks = _tool_call_chunks([json.dumps({"to": "li.chen@example.com"})], 4)[:-1]  # no finish_reason
+    transformer = hooks.output_transformer(tenant("redact"), "chat", {})
+    out = b"".join(transformer.feed(e) for e in _sse(chunks))
+    assert json.loads(_arguments(out)[0]) == {"to": "<EMAIL_ADDRESS>"}
+    assert out.rindex(b"EMAIL_ADDRESS") < out.index(b"[DONE]")
+
+
 def test_sse_without_finish_reason_flushes_before_done(hooks):
     transformer = hooks.output_transformer(tenant("redact"), "completions", {})
     chunks = [

@@ -149,8 +149,12 @@ def test_triggers_never_hide_a_match():
             assert [rule.name for rule in rules.matching_rules(variant)] == unfiltered, variant[:80]
 
 
-def test_deepset_quality_floor(detector):
-    """A regression floor on the labelled set (the benchmark reports the exact figures)."""
+def test_deepset_quality_floor():
+    """A regression floor on the labelled set for the detector as the gateway runs it (rules and the shipped model,
+    which trained on this set: a floor, not an estimate; the held-out figures are in model.json)."""
+    from guardrails.injection.model import shipped_model
+
+    detector = InjectionDetector(model=shipped_model())
     predicted = [(detector.score(s.text).score >= 0.5, s.label == 1) for s in _deepset()]
     true_pos = sum(p and y for p, y in predicted)
     false_pos = sum(p and not y for p, y in predicted)

@@ -237,3 +237,13 @@ def test_the_hold_back_stays_bounded_with_names(guardrails_engine):
 def test_names_are_not_held_when_the_policy_has_no_names(guardrails_engine):
     redactor = guardrails_engine.stream_redactor(REDACT)
     assert redactor.feed("Ask Maria Gonzalez ") == "Ask Maria Gonzalez "
+
+
+@pytest.mark.parametrize(
+    "escaped", ["jane.roe%40example.org", "jane.roe\\u0040example.org", "jane.roe&#64;example.org"]
+)
+def test_escaped_addresses_never_leak_from_a_stream(guardrails_engine, escaped):
+    text = f"Write to {escaped} today."
+    for size in (1, 2, 3):
+        out, _ = _stream(guardrails_engine, [text[i : i + size] for i in range(0, len(text), size)])
+        assert out == "Write to <EMAIL_ADDRESS> today.", size

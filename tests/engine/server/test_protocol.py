@@ -86,7 +86,9 @@ def test_min_tokens_above_max_tokens():
     assert _error(parse_completion, {"prompt": "hi", "max_tokens": 2, "min_tokens": 5}).param == "min_tokens"
 
 
-@pytest.mark.parametrize("field, value", [("echo", True), ("suffix", "x"), ("logit_bias", {"1": 5}), ("best_of", 2)])
+@pytest.mark.parametrize(
+    "field, value", [("echo", True), ("suffix", "x"), ("functions", [{"name": "f"}]), ("best_of", 2)]
+)
 def test_unsupported_parameters_are_named(field, value):
     error = _error(parse_completion, {"prompt": "hi", field: value})
     assert error.param == field and field in error.message
@@ -108,7 +110,15 @@ def test_default_only_values_must_have_the_default_type(parse, field, value):
 
 
 def test_default_only_values_at_their_default_are_accepted():
-    assert parse_completion({"prompt": "hi", "echo": False, "suffix": "", "logit_bias": {}}).prompts == ["hi"]
+    assert parse_completion({"prompt": "hi", "echo": False, "suffix": "", "functions": []}).prompts == ["hi"]
+
+
+def test_logit_bias_keys_become_token_ids():
+    assert parse_completion({"prompt": "hi", "logit_bias": {"7": 5, "12": -1.5}}).params.logit_bias == {
+        7: 5.0,
+        12: -1.5,
+    }
+    assert parse_completion({"prompt": "hi"}).params.logit_bias == {}
     chat = {"messages": [{"role": "user", "content": "x"}], "parallel_tool_calls": False, "tool_choice": "none"}
     assert parse_chat({**chat, "response_format": {"type": "text"}}).messages[0]["content"] == "x"
 
