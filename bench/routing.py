@@ -91,6 +91,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--e2e-requests", type=int, default=E2eSettings.num_requests)
     parser.add_argument("--e2e-concurrency", type=int, default=E2eSettings.concurrency)
     parser.add_argument("--e2e-kv-blocks", type=int, default=E2eSettings.num_kv_blocks, help="KV blocks per replica")
+    parser.add_argument(
+        "--e2e-policies",
+        default=f"{OURS},least_loaded,round_robin",
+        help="comma-separated gateway routing policies for part 2, each with a fresh gateway",
+    )
     return parser
 
 
@@ -309,7 +314,7 @@ def main(argv: list[str]) -> int:
             concurrency=args.e2e_concurrency,
             num_kv_blocks=args.e2e_kv_blocks,
         )
-        output["end_to_end"] = run_e2e(settings, [OURS, "round_robin"])
+        output["end_to_end"] = run_e2e(settings, args.e2e_policies.split(","))
         if not args.json:
             print_e2e(output["end_to_end"])
     if args.json:

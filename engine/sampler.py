@@ -26,10 +26,16 @@ class SamplingRow:
     suppressed_token_ids: list[int]  # EOS / stop tokens while under min_tokens
     # Greedy, no penalties, no logprobs: the row's token is its logits' argmax (once nothing is suppressed).
     plain_greedy: bool = field(init=False)
+    # logit_bias as tensors, made once per sequence (the row lives as long as it): token ids and their biases.
+    bias_tokens: torch.Tensor | None = field(init=False, default=None)
+    bias_values: torch.Tensor | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         p = self.params
         self.plain_greedy = p.temperature < _GREEDY_EPS and not p.adjusts_logits and p.logprobs is None
+        if p.logit_bias:
+            self.bias_tokens = torch.tensor(list(p.logit_bias.keys()), dtype=torch.long)
+            self.bias_values = torch.tensor(list(p.logit_bias.values()), dtype=torch.float32)
 
 
 @dataclass
@@ -57,8 +63,8 @@ class Sampler:
             self._apply_penalties(logits, rows, vocab)
         else:
             self._output_counts.forget()  # no penalized sequence is in this step
-        if any(p.logit_bias for p in params):
-            self._apply_logit_bias(logits, params)
+        if any(r.bias_tokens is not None for r in rows):
+            self._apply_logit_bias(logits, rows)
         want_logprobs = [p.logprobs for p in params]
         logprobs = torch.log_softmax(logits, dim=-1) if any(k is not None for k in want_logprobs) else None
 
@@ -86,15 +92,17 @@ class Sampler:
         logits -= freq * counts + pres * (counts > 0).float()
 
     @staticmethod
-    def _apply_logit_bias(logits: torch.Tensor, params: list[SamplingParams]) -> None:
+    def _apply_logit_bias(logits: torch.Tensor, rows: list[SamplingRow]) -> None:
         """One scatter-add for every biased row of the step (a bias on a masked-out token leaves it at -inf)."""
-        rows, tokens, biases = [], [], []
-        for i, p in enumerate(params):
-            rows += [i] * len(p.logit_bias)
-            tokens += p.logit_bias.keys()
-            biases += p.logit_bias.values()
-        index = (torch.tensor(rows, device=logits.device), torch.tensor(tokens, device=logits.device))
-        logits.index_put_(index, torch.tensor(biases, dtype=logits.dtype, device=logits.device), accumulate=True)
+        biased = [
+            (i, r.bias_tokens, r.bias_values)
+            for i, r in enumerate(rows)
+            if r.bias_tokens is not None and r.bias_values is not None
+        ]
+        row_ids = torch.cat([torch.full_like(tokens, i) for i, tokens, _ in biased]).to(logits.device)
+        tokens = torch.cat([tokens for _, tokens, _ in biased]).to(logits.device)
+        values = torch.cat([values for _, _, values in biased]).to(logits.device, logits.dtype)
+        logits.index_put_((row_ids, tokens), values, accumulate=True)
 
     def _sample_random(self, logits: torch.Tensor, rows: list[SamplingRow]) -> torch.Tensor:
         """One token per row, none of them greedy."""

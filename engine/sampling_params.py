@@ -77,7 +77,6 @@ class SamplingParams:
             "min_tokens cannot be combined with structured output: the grammar decides where the output ends",
             "min_tokens",
         )
-
         self._check(
             self.pooling is None
             or (self.n == 1 and self.max_tokens == 1 and self.logprobs is None and self.structured is None),

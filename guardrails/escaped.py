@@ -24,7 +24,7 @@ _TRIGGERS = ("%", "\\u", "\\x", "&")
 def escaped_runs(text: str) -> list[EncodedRun]:
     if not any(trigger in text for trigger in _TRIGGERS):  # the common case: no escape at all, one pass per trigger
         return []
-    runs = []
+    runs: list[EncodedRun] = []
     for match in _RUN.finditer(text):
         if len(runs) >= MAX_RUNS:
             break

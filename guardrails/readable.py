@@ -1,5 +1,6 @@
 """PII as a reader finds it: the scanner run on the normalized text (normalize.py) and on what its base64 runs
-(encoded.py) and escaped runs (escaped.py: `%40`, `\u0040`, `&#64;`) decode to, with findings in the original text's
+(encoded.py), escaped runs (escaped.py: `%40`, `\u0040`, `&#64;`) and spelled-out addresses (spelled.py: `john at
+example dot com`) decode to, with findings in the original text's
 offsets.
 
 Used for whole outputs and streams (`find_readable`) and for the request's joined prompt (`find_in_normalized`,
@@ -15,6 +16,7 @@ from guardrails.encoded import encoded_runs
 from guardrails.escaped import escaped_runs
 from guardrails.findings import Finding, resolve_overlaps
 from guardrails.normalize import normalize
+from guardrails.spelled import spelled_runs
 
 if TYPE_CHECKING:
     from guardrails.pii_scanner import PiiScanner
@@ -33,10 +35,10 @@ def find_readable(scanner: PiiScanner, text: str, policy: GuardrailPolicy) -> li
 
 
 def find_in_normalized(scanner: PiiScanner, text: str, policy: GuardrailPolicy) -> list[Finding]:
-    """Findings in an already normalized text, plus one over each base64 or escaped run whose decoded text holds
-    PII."""
+    """Findings in an already normalized text, plus one over each base64, escaped or spelled-out run whose decoded
+    text holds PII."""
     direct = scanner.scan(text, policy)
-    runs = encoded_runs(text) + escaped_runs(text)
+    runs = encoded_runs(text) + escaped_runs(text) + spelled_runs(text)
     if not runs:
         return direct
     # One scan over all decoded texts, joined by newlines (no entity spans one), not one per run.

@@ -281,3 +281,15 @@ def test_logprobs_take_one_host_transfer_per_tensor(monkeypatch):
         values, ids = logprobs[i].topk(k)
         assert out[i].token_id == token_ids[i] and out[i].logprob == logprobs[i, token_ids[i]].item()
         assert out[i].top == list(zip(ids.tolist(), values.tolist()))
+
+
+def test_logit_bias_shifts_only_its_own_rows():
+    logits = torch.randn(3, 50, generator=torch.Generator().manual_seed(3))
+    best = logits.argmax(dim=-1).tolist()
+    second = logits.topk(2, dim=-1).indices[:, 1].tolist()
+    rows = [
+        SamplingRow(SamplingParams(temperature=0.0, logit_bias={7: 100.0}), None, [], []),
+        SamplingRow(SamplingParams(temperature=0.0), None, [], []),
+        SamplingRow(SamplingParams(temperature=0.0, logit_bias={best[2]: -100.0, 9: 0.0}), None, [], []),
+    ]
+    assert Sampler(torch.device("cpu"), seed=0)(logits.clone(), rows).token_ids == [7, best[1], second[2]]

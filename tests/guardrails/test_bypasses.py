@@ -240,6 +240,9 @@ def _b64(text: str) -> str:
         ),
         ("open https://a.io/?to=john.doe%40example.com&x=1 now", "open <EMAIL_ADDRESS> now", "example"),
         ("card 4111%201111%201111%201111 ok", "card <CREDIT_CARD> ok", "1111"),
+        ("mail john.doe at example dot com today", "mail <EMAIL_ADDRESS> today", "example"),
+        ("mail john.doe [at] example [dot] co [dot] uk", "mail <EMAIL_ADDRESS>", "example"),
+        ("mail john(at)example.org now", "mail <EMAIL_ADDRESS> now", "example"),
     ],
 )
 def test_obfuscated_pii_is_redacted(served, content, expected, hidden):
@@ -249,7 +252,7 @@ def test_obfuscated_pii_is_redacted(served, content, expected, hidden):
 
 
 def test_escapes_without_pii_are_left_alone(served):
-    content = "100% sure: a&b, caf&eacute; and path%2Fto%2Ffile with \\u00e9"
+    content = "100% sure: a&b, caf&eacute; and path%2Fto%2Ffile with \\u00e9; I work at example.com, at 5.30"
     assert _chat(served, [{"role": "user", "content": content}])["messages"][0]["content"] == content
 
 
