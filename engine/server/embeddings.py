@@ -2,6 +2,9 @@
 engine/pooling.py) -> OpenAI's list of embedding objects, as floats or base64 of little-endian float32.
 
 An input longer than the context is a 400, as OpenAI answers; a client that goes away aborts the engine requests.
+A request may carry more inputs (OpenAI allows 2,048) than the replica admits at once: they go in waves of at most
+`max_num_seqs`, each admitted when the one before has finished, so a big batch neither fails as "never admissible"
+nor fills the waiting queue ahead of other clients.
 """
 
 from __future__ import annotations
@@ -61,14 +64,19 @@ async def serve(
         raise InvalidRequestError("An input tokenizes to no tokens.", param="input")
     params = SamplingParams(max_tokens=1, temperature=0.0, pooling=PoolingParams(pooling, request.dimensions))
     response_id = "embd-" + uuid.uuid4().hex
-    stream = await engine.add_requests(
-        [f"{response_id}-{i}" for i in range(len(prompts))], prompts, params, request.cache_salt, arrival_time_s
-    )
     usage = EmbeddingUsage(sum(len(p) for p in prompts))
     context_of(http_request.scope).generation = usage
-    vectors = await _collect_or_abort(http_request, stream, engine, len(prompts))
-    if vectors is None:
-        return Response(status_code=499)  # the client is gone; nobody reads this
+    vectors: list[list[float]] = []
+    wave = engine.max_num_seqs
+    for first in range(0, len(prompts), wave):
+        ids = [f"{response_id}-{i}" for i in range(first, min(first + wave, len(prompts)))]
+        stream = await engine.add_requests(
+            ids, prompts[first : first + wave], params, request.cache_salt, arrival_time_s
+        )
+        done = await _collect_or_abort(http_request, stream, engine, len(ids))
+        if done is None:
+            return Response(status_code=499)  # the client is gone; nobody reads this
+        vectors += done
     return JSONResponse(
         {
             "object": "list",

@@ -75,3 +75,13 @@ def test_an_input_longer_than_the_context_is_a_400(client, model, live_server):
 def test_an_unknown_model_is_a_404(client):
     with pytest.raises(openai.NotFoundError):
         client.embeddings.create(model="no-such-model", input="hi")
+
+
+def test_more_inputs_than_the_replica_admits_at_once_go_in_waves(client, model, live_server):
+    engine = live_server.llm_engine
+    count = engine.config.max_num_seqs + live_server.app.state.replica.engine.max_waiting_requests + 5
+    texts = [f"input number {i}" for i in range(count)]
+    data = client.embeddings.create(model=model, input=texts, encoding_format="float").data
+    assert [d.index for d in data] == list(range(count))
+    alone = client.embeddings.create(model=model, input=texts[-1], encoding_format="float").data[0].embedding
+    assert data[-1].embedding == pytest.approx(alone, abs=1e-6)
