@@ -60,6 +60,10 @@ class Tenant:
     """Allowed models; empty allows every served model."""
     gen: int = 0
     """Bumped on every change; the admission script returns it so gateways refresh their cached copy."""
+    created_ms: int = 0
+    """When the record was created (Unix ms, the store's clock; 0: a record older than this field). A tenant deleted
+    and created again under the same id is another tenant: settlements and fail-open state of the old one, still held
+    by some gateway through an outage, are told apart by this and dropped."""
 
     def allows(self, model: str) -> bool:
         return not self.models or model in self.models
@@ -303,6 +307,7 @@ def tenant_to_hash(tenant: Tenant) -> dict[str, str]:
         isolate_cache="1" if tenant.isolate_cache else "0",
         models=",".join(tenant.models),
         gen=str(tenant.gen),
+        created_ms=str(tenant.created_ms),
         id=tenant.id,
     )
     return out
@@ -319,6 +324,7 @@ def tenant_from_hash(raw: dict[str, str]) -> Tenant:
         monthly_budget_usd=float(raw.get("monthly_budget_usd", 0.0)),
         models=[m for m in raw.get("models", "").split(",") if m],
         gen=int(raw.get("gen", 0)),
+        created_ms=int(raw.get("created_ms", 0)),
     )
     for name in TENANT_INT_FIELDS:
         setattr(tenant, name, int(raw.get(name, getattr(tenant, name))))

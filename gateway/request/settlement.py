@@ -111,6 +111,7 @@ class Reservation:
             cached_in=cached_in,
             reserved_cost_micro_usd=admission.reserved_cost_micro_usd,
             cost_micro_usd=cost_micro_usd(ctx.model.price_per_token, actual_in, cached_in, actual_out),
+            tenant_created_ms=ctx.tenant.created_ms,
         )
         try:
             await parts.store.settle(settlement, admission.store)

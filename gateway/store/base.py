@@ -135,6 +135,9 @@ class Settlement:
     """Admission.reserved_cost_micro_usd: what the money budgets get back."""
     cost_micro_usd: int = 0
     """The actual cost (spend.cost_micro_usd): charged to the money budgets and counted in usage."""
+    tenant_created_ms: int = 0
+    """Tenant.created_ms of the tenant it settles for: one queued through an outage is dropped if the tenant was
+    deleted (and perhaps created again under its id) meanwhile. 0: not checked."""
 
 
 class AdminStore(Protocol):

@@ -162,6 +162,8 @@ class MemoryStore:
         old = self._tenants.get(tenant.id)
         tenant = copy.deepcopy(tenant)
         tenant.gen = (old.gen if old else 0) + 1
+        # kept across updates; a copy of a Redis record (fail-open state) keeps Redis' stamp
+        tenant.created_ms = old.created_ms if old else (tenant.created_ms or now_ms())
         self._tenants[tenant.id] = tenant
         return copy.deepcopy(tenant)
 

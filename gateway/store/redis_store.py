@@ -47,6 +47,7 @@ from gateway.admin.tenants import (
 )
 from gateway.store import base
 from gateway.store.base import Admission, AdmitRequest, BucketView, Settlement, StoreRejected, StoreUnavailable
+from gateway.store.clock import now_ms
 from gateway.store.hot_path import hot_path_client
 from gateway.store.redis_pool import PoolExhausted, admin_client
 from gateway.store.redis_url import RedisEndpoint, parse_redis_url
@@ -208,6 +209,7 @@ class RedisStore:
             s.cached_in,
             s.reserved_cost_micro_usd,
             s.cost_micro_usd,
+            s.tenant_created_ms,
         ]
         await self._script(SETTLE, self._settle_command(s.tenant_id, s.digest, s.day), args)
 
@@ -245,13 +247,15 @@ class RedisStore:
     async def put_tenant(self, tenant: Tenant) -> Tenant:
         t = self._t(tenant.id)
         fields = tenant_to_hash(tenant)
-        del fields["gen"]
+        del fields["gen"], fields["created_ms"]
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.hset(t + "tenant", mapping=fields)  # type: ignore[arg-type]  # redis stubs: Mapping's key is invariant
+            pipe.hsetnx(t + "tenant", "created_ms", now_ms())  # a new record's stamp, kept after
             pipe.hincrby(t + "tenant", "gen", 1)
-            _, gen = await self._call(pipe.execute)
+            pipe.hget(t + "tenant", "created_ms")
+            _, _, gen, created_ms = await self._call(pipe.execute)
         await self._call(self._redis.sadd, self._p + "tenants", tenant.id)  # its own slot on a cluster
-        tenant.gen = int(gen)
+        tenant.gen, tenant.created_ms = int(gen), int(created_ms)
         return tenant
 
     async def delete_tenant(self, tenant_id: str) -> bool:
@@ -279,12 +283,12 @@ class RedisStore:
 
     async def create_tenant(self, tenant: Tenant) -> Tenant | None:
         fields = tenant_to_hash(tenant)
-        del fields["gen"]
-        gen = await self._call(self._admin_create, [self._t(tenant.id) + "tenant"], _flat(fields))
-        if gen is None:
+        del fields["gen"], fields["created_ms"]
+        created = await self._call(self._admin_create, [self._t(tenant.id) + "tenant"], _flat(fields))
+        if not created:
             return None
         await self._call(self._redis.sadd, self._p + "tenants", tenant.id)  # the index; the record is the truth
-        tenant.gen = int(gen)
+        tenant.gen, tenant.created_ms = int(created[0]), int(created[1])
         return tenant
 
     async def update_tenant(self, tenant_id: str, changes: dict[str, object]) -> Tenant | None:

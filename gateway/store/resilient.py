@@ -21,7 +21,9 @@
   error line per tenant with the usage it held, so an operator can account for it (the concurrency slots and
   reservations those requests hold in Redis lapse with their leases);
 - each tenant's fail-open state (buckets, concurrency, budgets) lives in a store of its own, dropped with the
-  tenant, so a tenant deleted and created again with the same id starts clean, without the old one's queued usage.
+  tenant, so a tenant deleted and created again with the same id starts clean, without the old one's queued usage;
+  on the other gateways the new tenant's `created_ms` tells it apart (their old state is dropped at its first
+  admission there, and settle.lua drops any settlement of the old one wherever it was queued).
 """
 
 from __future__ import annotations
@@ -81,6 +83,8 @@ class _LocalTenant:
     """One tenant's fail-open state on this instance."""
 
     store: MemoryStore
+    created_ms: int
+    """Tenant.created_ms of the tenant this state is for: another value is another tenant under the same id."""
     gen: int = -1
     """The tenant generation whose limits `store` holds (-1: none yet)."""
 
@@ -256,10 +260,14 @@ class ResilientStore:
     async def _sync_local(self, tenant: Tenant, key: ApiKey) -> MemoryStore:
         """The tenant's fail-open store, with its limits scaled to this instance's share and the key in it."""
         local = self._locals.get(tenant.id)
+        if local is not None and local.created_ms != tenant.created_ms:
+            # Deleted and created again (through another gateway): nothing of the old tenant carries over.
+            self._forget_tenant(tenant.id, keep_created_ms=tenant.created_ms)
+            local = None
         if local is None:
             if len(self._locals) >= MAX_TRACKED_TENANTS:
                 self._locals.clear()
-            local = self._locals[tenant.id] = _LocalTenant(MemoryStore())
+            local = self._locals[tenant.id] = _LocalTenant(MemoryStore(), tenant.created_ms)
         if local.gen != tenant.gen:
             scaled = copy.deepcopy(tenant)
             for name in _SCALED_LIMITS:
@@ -371,14 +379,22 @@ class ResilientStore:
 
     async def delete_tenant(self, tenant_id: str) -> bool:
         deleted = await self.primary.delete_tenant(tenant_id)
-        # A tenant created again under this id must start clean: without the old one's fail-open buckets and
-        # budgets, and without its queued usage landing on the new one.
+        self._forget_tenant(tenant_id)
+        return deleted
+
+    def _forget_tenant(self, tenant_id: str, keep_created_ms: int | None = None) -> None:
+        """A tenant created again under this id must start clean: without the old one's fail-open buckets and
+        budgets, and without its queued usage landing on the new one (settle.lua drops those too, by created_ms,
+        on every gateway). `keep_created_ms`: the new tenant's, whose queued settlements stay."""
         self._locals.pop(tenant_id, None)
         self._budgets_left.pop(tenant_id, None)
         self._budgets_seeded.discard(tenant_id)
-        self._pending_count -= len(self._pending.pop(tenant_id, []))
+        queued = self._pending.pop(tenant_id, [])
+        kept = [s for s in queued if keep_created_ms is not None and s.tenant_created_ms == keep_created_ms]
+        if kept:
+            self._pending[tenant_id] = kept
+        self._pending_count -= len(queued) - len(kept)
         self._metrics.settle_pending.set(self._pending_count)
-        return deleted
 
     async def list_tenants(self) -> list[Tenant]:
         return await self.primary.list_tenants()
@@ -428,4 +444,5 @@ def _void_settlement(request: AdmitRequest, tenant: Tenant) -> Settlement:
         lease_end_ms=now + int(request.lease_s * 1000),
         kind=VOID,
         reserved_cost_micro_usd=request.reserved_cost_micro_usd,
+        tenant_created_ms=tenant.created_ms,
     )

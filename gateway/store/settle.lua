@@ -4,7 +4,11 @@
 --       12 hash of recorded fallback request ids
 -- ARGV: 1 request id, 2 reserved in, 3 reserved out, 4 actual in, 5 actual out, 6 day, 7 month, 8 model, 9 key id,
 --       10 replay (1: sent again after a lost reply), 11 kind (final | void | record, see base.Settlement),
---       12 lease end ms, 13 cached input tokens (of actual in), 14 reserved cost, 15 actual cost (micro-dollars)
+--       12 lease end ms, 13 cached input tokens (of actual in), 14 reserved cost, 15 actual cost (micro-dollars),
+--       16 the tenant's created_ms when the request was admitted (0: not checked)
+-- A settlement of a tenant deleted since (and perhaps created again under the same id: another tenant) is dropped,
+-- not charged to the new one: a gateway may have held it through an outage.
+if (ARGV[16] or '0') ~= '0' and redis.call('HGET', KEYS[1], 'created_ms') ~= ARGV[16] then return 0 end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local kind = ARGV[11]

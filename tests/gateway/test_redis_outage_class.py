@@ -261,6 +261,41 @@ def test_a_tenant_created_again_starts_with_clean_fail_open_state(server):
     asyncio.run(main())
 
 
+def test_a_tenant_created_again_through_another_gateway_starts_clean_here_too(server):
+    """Gateway B holds the old tenant's queued usage and spent fail-open bucket through an outage; gateway A deletes
+    the tenant and creates it again. B's queue must not land on the new tenant, nor its old bucket limit it."""
+
+    async def main():
+        gateway_a, gateway_b = await _store(server), await _store(server, retry_interval_s=60)
+        old, key = await _tenant(gateway_a, rpm=2)
+        assert old.created_ms > 0
+        server.kill()
+        served = [await gateway_b.admit(_request(key, f"old{i}"), old, key) for i in range(3)]
+        assert [a.ok for a in served] == [True, True, False]  # B's local bucket for the old tenant is spent
+        for i, admission in enumerate(served[:2]):
+            settlement = _settlement(key, f"old{i}", admission)
+            settlement.tenant_created_ms = old.created_ms
+            await gateway_b.settle(settlement, admission.store)
+        assert gateway_b._pending
+        server.start()
+        assert await gateway_a.delete_tenant("t1")
+        time.sleep(0.002)  # a new millisecond: the new record's stamp differs
+        new, key = await _tenant(gateway_a, rpm=2)
+        assert new.created_ms > old.created_ms
+        await gateway_b._replay_tenant("t1")  # what B's retry loop does once Redis is back
+        db = server.client()
+        assert not db.exists(f"oc:{{t:t1}}:usage:{served[0].day}")  # the old tenant's usage was dropped
+        server.kill()
+        fresh = [await gateway_b.admit(_request(key, f"new{i}"), new, key) for i in range(2)]
+        assert all(a.ok and a.fallback for a in fresh)  # a full bucket of its own on B too
+        server.start()
+        db.close()
+        for gateway in (gateway_a, gateway_b):
+            await gateway.close(flush_timeout_s=0.5)
+
+    asyncio.run(main())
+
+
 SPIN = (
     "local t0 = redis.call('TIME') local s = t0[1] * 1000000 + t0[2] while true do "
     "local t = redis.call('TIME') if t[1] * 1000000 + t[2] - s > tonumber(ARGV[1]) * 1000 then break end end "
