@@ -46,15 +46,17 @@ def _wait(predicate, what: str, timeout_s: float = READY_TIMEOUT_S):
 
 
 class ClusterServers:
-    """Three masters, no replicas, slots split evenly by redis-cli."""
+    """Three masters, slots split evenly by redis-cli; with `replicas`, that many replicas of each master (which take
+    over a master that stops answering for `node_timeout_ms`)."""
 
-    def __init__(self, root: Path, masters: int = 3):
+    def __init__(self, root: Path, masters: int = 3, replicas: int = 0, node_timeout_ms: int = 5000):
+        self.replicas = replicas
         self.nodes = []
-        for i in range(masters):
+        for i in range(masters * (1 + replicas)):
             folder = root / f"node{i}"
             folder.mkdir(parents=True, exist_ok=True)
             cluster = ["--cluster-enabled", "yes", "--cluster-config-file", str(folder / "nodes.conf")]
-            cluster += ["--cluster-node-timeout", "5000", "--appendonly", "no"]
+            cluster += ["--cluster-node-timeout", str(node_timeout_ms), "--appendonly", "no"]
             node = RedisServer(folder, *cluster)
             node.port = cluster_node_port()
             self.nodes.append(node)
@@ -68,7 +70,7 @@ class ClusterServers:
             node.start()
         addresses = [f"127.0.0.1:{node.port}" for node in self.nodes]
         subprocess.run(
-            ["redis-cli", "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"],
+            ["redis-cli", "--cluster", "create", *addresses, "--cluster-replicas", str(self.replicas), "--cluster-yes"],
             check=True,
             capture_output=True,
             timeout=60,
@@ -95,8 +97,9 @@ class ClusterServers:
         finally:
             client.close()
 
-    def owner(self, slot: int) -> RedisServer:
-        client = self.nodes[0].client()
+    def owner(self, slot: int, via: RedisServer | None = None) -> RedisServer:
+        """The master serving `slot`, as `via` (default: the first node) sees the cluster."""
+        client = (via or self.nodes[0]).client()
         try:
             for start, end, master, *_ in client.execute_command("CLUSTER", "SLOTS"):
                 if start <= slot <= end:
