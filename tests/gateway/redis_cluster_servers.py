@@ -12,7 +12,7 @@ from pathlib import Path
 import redis
 from redis.cluster import RedisCluster
 
-from tests.gateway.redis_servers import RedisServer
+from tests.gateway.redis_servers import Certificates, RedisServer
 from tests.gateway.servers import free_port
 
 READY_TIMEOUT_S = 30.0
@@ -49,28 +49,51 @@ class ClusterServers:
     """Three masters, slots split evenly by redis-cli; with `replicas`, that many replicas of each master (which take
     over a master that stops answering for `node_timeout_ms`)."""
 
-    def __init__(self, root: Path, masters: int = 3, replicas: int = 0, node_timeout_ms: int = 5000):
+    def __init__(
+        self,
+        root: Path,
+        masters: int = 3,
+        replicas: int = 0,
+        node_timeout_ms: int = 5000,
+        tls: Certificates | None = None,
+    ):
         self.replicas = replicas
+        self.tls = tls  # TLS for clients, the cluster bus and replication alike
         self.nodes = []
         for i in range(masters * (1 + replicas)):
             folder = root / f"node{i}"
             folder.mkdir(parents=True, exist_ok=True)
             cluster = ["--cluster-enabled", "yes", "--cluster-config-file", str(folder / "nodes.conf")]
             cluster += ["--cluster-node-timeout", str(node_timeout_ms), "--appendonly", "no"]
-            node = RedisServer(folder, *cluster)
+            if tls:
+                cluster += ["--tls-cluster", "yes", "--tls-replication", "yes"]
+            node = RedisServer(folder, *cluster, tls=tls)
             node.port = cluster_node_port()
             self.nodes.append(node)
 
     @property
     def url(self) -> str:
-        return "redis+cluster://" + ",".join(f"127.0.0.1:{node.port}" for node in self.nodes[:2])
+        scheme = "rediss+cluster" if self.tls else "redis+cluster"
+        return f"{scheme}://" + ",".join(f"127.0.0.1:{node.port}" for node in self.nodes[:2])
 
     def start(self) -> ClusterServers:
         for node in self.nodes:
             node.start()
         addresses = [f"127.0.0.1:{node.port}" for node in self.nodes]
+        tls = []
+        if self.tls:
+            tls = ["--tls", "--cacert", self.tls.ca, "--cert", self.tls.client_cert, "--key", self.tls.client_key]
         subprocess.run(
-            ["redis-cli", "--cluster", "create", *addresses, "--cluster-replicas", str(self.replicas), "--cluster-yes"],
+            [
+                "redis-cli",
+                *tls,
+                "--cluster",
+                "create",
+                *addresses,
+                "--cluster-replicas",
+                str(self.replicas),
+                "--cluster-yes",
+            ],  # fmt: skip
             check=True,
             capture_output=True,
             timeout=60,
@@ -142,21 +165,26 @@ class SentinelServers:
     a replica in sync (min-replicas-to-write 1), so a write can never land on a master that a failover is leaving
     behind (it would be lost when it rejoins as a replica)."""
 
-    def __init__(self, root: Path, name: str = "sluicegate"):
+    def __init__(self, root: Path, name: str = "sluicegate", tls: Certificates | None = None):
         self.name = name
         self.root = root
+        self.tls = tls  # TLS everywhere: the data nodes (clients and replication) and the sentinel
         safe = ["--min-replicas-to-write", "1", "--min-replicas-max-lag", "10", "--appendonly", "no"]
         safe += ["--repl-diskless-sync-delay", "0"]  # the demoted master syncs at once, not 5 s later
+        if tls:
+            safe += ["--tls-replication", "yes"]
         (root / "master").mkdir(parents=True, exist_ok=True)
         (root / "replica").mkdir(parents=True, exist_ok=True)
-        self.master = RedisServer(root / "master", *safe)
-        self.replica = RedisServer(root / "replica", *safe, "--replicaof", "127.0.0.1", str(self.master.port))
+        self.master = RedisServer(root / "master", *safe, tls=tls)
+        replica_of = ["--replicaof", "127.0.0.1", str(self.master.port)]
+        self.replica = RedisServer(root / "replica", *safe, *replica_of, tls=tls)
         self.sentinel_port = free_port()
         self._sentinel: subprocess.Popen | None = None
 
     @property
     def url(self) -> str:
-        return f"redis+sentinel://127.0.0.1:{self.sentinel_port}/{self.name}"
+        scheme = "rediss+sentinel" if self.tls else "redis+sentinel"
+        return f"{scheme}://127.0.0.1:{self.sentinel_port}/{self.name}"
 
     def start(self) -> SentinelServers:
         self.master.start()
@@ -168,6 +196,13 @@ class SentinelServers:
             f"sentinel down-after-milliseconds {self.name} 2000\n"
             f"sentinel failover-timeout {self.name} 5000\n"
         )
+        if self.tls:  # TLS only, as the data nodes: it answers over TLS and reaches them over TLS
+            text = conf.read_text().replace(f"port {self.sentinel_port}\n", f"port 0\ntls-port {self.sentinel_port}\n")
+            conf.write_text(
+                text + "tls-replication yes\n"
+                f"tls-cert-file {self.tls.server_cert}\ntls-key-file {self.tls.server_key}\n"
+                f"tls-ca-cert-file {self.tls.ca}\n"
+            )
         self._sentinel = subprocess.Popen(
             ["redis-server", str(conf), "--sentinel"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
@@ -175,7 +210,12 @@ class SentinelServers:
         return self
 
     def sentinel(self) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=self.sentinel_port, decode_responses=True)
+        tls = {}
+        if self.tls:
+            tls = dict(
+                ssl=True, ssl_ca_certs=self.tls.ca, ssl_certfile=self.tls.client_cert, ssl_keyfile=self.tls.client_key
+            )
+        return redis.Redis(host="127.0.0.1", port=self.sentinel_port, decode_responses=True, **tls)
 
     def _replica_known(self) -> bool:
         sentinel = self.sentinel()

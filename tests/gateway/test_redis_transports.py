@@ -15,7 +15,9 @@ import redis
 import yaml
 
 from gateway.config import ConfigError, config_from_dict
+from gateway.store.slots import key_slot
 from tests.gateway.conftest import Admin, gateway_config, serve_gateway
+from tests.gateway.redis_cluster_servers import ClusterServers, SentinelServers
 from tests.gateway.redis_servers import RedisServer, make_certificates
 
 CHAT = [{"role": "user", "content": "hi"}]
@@ -60,6 +62,37 @@ def test_tls_with_a_client_certificate(fake, tokenizer_dir, tmp_path):
         assert remaining == 7
     finally:
         server.stop()
+
+
+def test_tls_to_a_cluster(fake, tokenizer_dir, tmp_path):
+    """rediss+cluster://: the hot path's per-node connections and the admin path's RedisCluster both over TLS with
+    a client certificate, on a cluster whose bus is TLS too."""
+    certs = make_certificates(tmp_path / "certs")
+    cluster = ClusterServers(tmp_path / "cluster", tls=certs).start()
+    try:
+        tls = {"ca_file": certs.ca, "cert_file": certs.client_cert, "key_file": certs.client_key}
+        remaining, tenant = serve_through(fake, tokenizer_dir, cluster.url, tls=tls)
+        assert remaining == 7  # the cluster's bucket (rpm 10), not a local one (rpm 10 / 2 instances)
+        db = cluster.owner(key_slot(f"tr:{{t:{tenant}}}:tenant")).client()
+        assert db.exists(f"tr:{{t:{tenant}}}:b:requests")  # the admission script ran on the slot's master
+        db.close()
+    finally:
+        cluster.stop()
+
+
+def test_tls_behind_sentinel(fake, tokenizer_dir, tmp_path):
+    """rediss+sentinel://: the sentinel and the master it names are both reached over TLS (the same transport)."""
+    certs = make_certificates(tmp_path / "certs")
+    sentinel_set = SentinelServers(tmp_path / "sentinel", tls=certs).start()
+    try:
+        tls = {"ca_file": certs.ca, "cert_file": certs.client_cert, "key_file": certs.client_key}
+        remaining, tenant = serve_through(fake, tokenizer_dir, sentinel_set.url, tls=tls)
+        assert remaining == 7  # the master's bucket (rpm 10), not a local one
+        db = sentinel_set.master.client()
+        assert db.exists(f"tr:{{t:{tenant}}}:b:requests")
+        db.close()
+    finally:
+        sentinel_set.stop()
 
 
 def test_tls_refuses_a_server_its_ca_did_not_sign(fake, tokenizer_dir, tmp_path):
