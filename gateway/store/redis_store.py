@@ -26,6 +26,7 @@ unavailable Redis means.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -94,6 +95,10 @@ class RedisStore:
         # the hot-path scripts (one server, a cluster's slot owners, or Sentinel's master); redis-py for the rest
         self._fast = hot_path_client(endpoint, socket_timeout_s)
         self._p = key_prefix
+        # The most one redis-py call may take: a wait for a pooled connection, then connect, one retry and the reply.
+        # Every socket operation is bounded on its own, but redis-py's Sentinel discovery can loop past them (a TLS
+        # client at a plaintext sentinel waited for its handshake for a minute).
+        self._call_timeout_s = pool.timeout_s + 3 * socket_timeout_s
         self.heartbeat_s = heartbeat_s
         """How long a dead gateway's leases outlive it (leases.py); 0: until their lease ends."""
         self._lease_ms = 0  # the longest lease admitted: how long an owner's heartbeat must be kept
@@ -116,7 +121,8 @@ class RedisStore:
         """`fn` is a redis-py command, pipeline or script: its reply's type is the command's (redis-py types
         them loosely, sync and async together)."""
         try:
-            return await fn(*args)
+            async with asyncio.timeout(self._call_timeout_s):
+                return await fn(*args)
         except PoolExhausted:
             raise
         except (RedisError, OSError, TimeoutError) as exc:

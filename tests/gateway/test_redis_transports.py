@@ -5,6 +5,7 @@ start-up with a message naming the fix (rediss:// once spoke plaintext on the ho
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import uuid
@@ -15,12 +16,17 @@ import redis
 import yaml
 
 from gateway.config import ConfigError, config_from_dict
+from gateway.metrics import GatewayMetrics
+from gateway.store.redis_store import RedisStore
+from gateway.store.redis_url import TlsOptions, parse_redis_url
+from gateway.store.resilient import ResilientStore
 from gateway.store.slots import key_slot
 from tests.gateway.conftest import Admin, gateway_config, serve_gateway
 from tests.gateway.redis_cluster_servers import ClusterServers, SentinelServers
 from tests.gateway.redis_servers import RedisServer, make_certificates
 
 CHAT = [{"role": "user", "content": "hi"}]
+HANG_S = 30.0  # a liveness bound, not a timing goal: a start that has not returned by then hangs
 
 
 def serve_through(fake, tokenizer_dir, url: str, **redis) -> tuple[int, str]:
@@ -91,6 +97,27 @@ def test_tls_behind_sentinel(fake, tokenizer_dir, tmp_path):
         db = sentinel_set.master.client()
         assert db.exists(f"tr:{{t:{tenant}}}:b:requests")
         db.close()
+    finally:
+        sentinel_set.stop()
+
+
+def test_a_tls_client_at_a_plaintext_sentinel_is_an_outage_not_a_hang(tmp_path):
+    """redis-py's Sentinel discovery waited a minute for a TLS handshake a plaintext sentinel never answers: every
+    redis-py call is bounded as a whole, so the gateway starts on fail_open and says Redis is down."""
+    certs = make_certificates(tmp_path / "certs")
+    sentinel_set = SentinelServers(tmp_path / "sentinel").start()  # plaintext
+    tls = TlsOptions(ca_file=certs.ca, cert_file=certs.client_cert, key_file=certs.client_key)
+    endpoint = parse_redis_url(sentinel_set.url.replace("redis+", "rediss+"), tls)
+
+    async def main() -> bool:
+        store = ResilientStore(RedisStore(endpoint, "tr:", 0.5), "fail_open", 1.0, 1, GatewayMetrics())
+        await asyncio.wait_for(store.start(), HANG_S)
+        up = store.redis_up
+        await store.close(flush_timeout_s=0.1)
+        return up
+
+    try:
+        assert asyncio.run(main()) is False
     finally:
         sentinel_set.stop()
 
