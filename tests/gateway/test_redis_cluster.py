@@ -129,6 +129,33 @@ def test_two_gateways_hold_one_tenant_to_its_rpm(cluster_config, cluster_gateway
     assert rpm <= admitted <= allowance, (admitted, allowance)
 
 
+def test_two_gateways_hold_one_tenant_to_its_output_tokens(cluster_config, cluster_gateway):
+    """The output bucket: each request reserves its max_tokens (1) at admission, and the fake upstream generates
+    exactly that, so settlement refunds nothing and the count is exact."""
+    output_tpm = 20
+    key = cluster_gateway.admin.key(cluster_gateway.admin.tenant(rpm=10_000, output_tpm=output_tpm))
+    with serve_gateway(cluster_config) as other:
+        urls = [cluster_gateway.url, other.url]
+
+        async def burst() -> tuple[list[httpx.Response], float]:
+            async with httpx.AsyncClient(timeout=30) as client:
+                body = {"model": "tiny", "messages": CHAT, "max_tokens": 1}
+                headers = {"authorization": f"Bearer {key}"}
+                started = time.monotonic()
+                responses = await asyncio.gather(
+                    *(client.post(urls[i % 2] + "/v1/chat/completions", json=body, headers=headers) for i in range(60))
+                )
+                return list(responses), time.monotonic() - started
+
+        responses, elapsed_s = asyncio.run(burst())
+    statuses = [r.status_code for r in responses]
+    assert set(statuses) <= {200, 429}, sorted(set(statuses))
+    assert all(r.json()["usage"]["completion_tokens"] == 1 for r in responses if r.status_code == 200)
+    admitted = statuses.count(200)
+    allowance = output_tpm + output_tpm / 60 * elapsed_s  # the bucket refills while the burst runs
+    assert output_tpm <= admitted <= allowance, (admitted, allowance)
+
+
 def test_the_hot_path_client_follows_ask_then_moved(cluster):
     """ASK (the slot migrating, the key already moved) and MOVED (the slot handed over), on the client itself: a
     script of one key, as heartbeat.lua is. (A script of several keys, as admit.lua, gets TRYAGAIN from the
