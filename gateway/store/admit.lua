@@ -1,3 +1,6 @@
+#!lua
+-- The shebang declares a script that writes: a replica (a demoted master resyncing with an empty keyspace, say)
+-- refuses it with READONLY, an outage, before it reads anything it could misjudge.
 -- Admission: check everything, then take from every bucket or from none. Mirrors MemoryStore.admit.
 -- KEYS: 1 tenant hash, 2 key hash, 3-5 tenant buckets (requests, input, output), 6-8 key buckets, 9 in-flight zset,
 --       10 spent hash (fields d:<YYYYMMDD>, m:<YYYYMM> in tokens; cd:<YYYYMMDD>, cm:<YYYYMM> in micro-dollars),

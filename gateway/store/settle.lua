@@ -1,3 +1,6 @@
+#!lua
+-- The shebang declares a script that writes: a replica (a demoted master resyncing with an empty keyspace, say)
+-- refuses it with READONLY, an outage, before it reads anything it could misjudge.
 -- Settlement: actual tokens replace the reservation. Mirrors MemoryStore.settle.
 -- KEYS: 1 tenant hash, 2 key hash, 3-4 tenant buckets (input, output), 5-6 key buckets, 7 in-flight zset,
 --       8 spent hash, 9 usage hash of the admission's day, 10 tenant requests bucket, 11 key requests bucket,

@@ -10,13 +10,16 @@ import logging
 import re
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import openai
 import pytest
+import redis
 
 from gateway.admin.tenants import ApiKey, Tenant, digest_key
 from gateway.metrics import GatewayMetrics
+from gateway.store import redis_store
 from gateway.store.base import AdmitRequest, Settlement
 from gateway.store.redis_store import RedisStore
 from gateway.store.resilient import ResilientStore
@@ -332,3 +335,24 @@ def test_a_settlement_refused_with_busy_is_applied_once_the_script_ends(tmp_path
         asyncio.run(main())
     finally:
         server.stop()
+
+
+def test_a_replica_refuses_the_hot_path_scripts_outright(tmp_path):
+    """A master demoted in a failover resyncs from the new one with an empty keyspace for a moment; had it run the
+    admission script, the missing key record would have answered "unauthorized" (a 401 for a valid key) and a
+    settlement could have been dropped as the old tenant's. The scripts declare themselves (a `#!lua` shebang), so
+    a replica refuses them before they read anything: READONLY, an outage."""
+    (tmp_path / "master").mkdir()
+    (tmp_path / "replica").mkdir()
+    master = RedisServer(tmp_path / "master").start()
+    replica = RedisServer(tmp_path / "replica", "--replicaof", "127.0.0.1", str(master.port)).start()
+    try:
+        for script in ("admit.lua", "settle.lua"):
+            source = (Path(redis_store.__file__).parent / script).read_text()
+            db = replica.client()
+            with pytest.raises(redis.exceptions.ReadOnlyError):
+                db.eval(source, 12, *[f"x:{{t:t1}}:{i}" for i in range(12)], *["0"] * 16)
+            db.close()
+    finally:
+        replica.stop()
+        master.stop()
