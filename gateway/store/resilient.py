@@ -261,9 +261,12 @@ class ResilientStore:
         """The tenant's fail-open store, with its limits scaled to this instance's share and the key in it."""
         local = self._locals.get(tenant.id)
         if local is not None and local.created_ms != tenant.created_ms:
-            # Deleted and created again (through another gateway): nothing of the old tenant carries over.
-            self._forget_tenant(tenant.id, keep_created_ms=tenant.created_ms)
-            local = None
+            if local.created_ms:
+                # Deleted and created again (through another gateway): nothing of the old tenant carries over.
+                self._forget_tenant(tenant.id, keep_created_ms=tenant.created_ms)
+                local = None
+            else:  # a record from before created_ms, stamped since (a seed's put_tenant): the same tenant
+                local.created_ms = tenant.created_ms
         if local is None:
             if len(self._locals) >= MAX_TRACKED_TENANTS:
                 self._locals.clear()
