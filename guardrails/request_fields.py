@@ -38,6 +38,14 @@ class _Collector:
             self.unit += 1
         self.fields.append((Segment(value, self.unit, untrusted, redactable), path))
 
+    def add_one_or_many(self, value: Any, key: str, untrusted: bool = False) -> None:
+        """A field that holds a string or a list of them (`prompt`, `input`, `stop`), each its own unit."""
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                self.add(item, (key, i), untrusted)
+        else:
+            self.add(value, (key,), untrusted)
+
     def add_strings(self, value: Any, path: Path) -> None:
         """Every string value inside a JSON value (a schema), each its own unit; iterative, so nesting depth is
         no recursion limit."""
@@ -81,27 +89,12 @@ def request_fields(route_kind: str, body: dict[str, Any]) -> list[tuple[Segment,
             fields.add_strings(response_format["json_schema"], ("response_format", "json_schema"))
     elif route_kind == EMBEDDINGS:
         # Data to embed, not instructions to a model: PII is redacted, injection is not scored.
-        inputs = body.get("input")
-        if isinstance(inputs, str):
-            fields.add(inputs, ("input",))
-        elif isinstance(inputs, list):
-            for i, item in enumerate(inputs):
-                fields.add(item, ("input", i))
+        fields.add_one_or_many(body.get("input"), "input")
     else:
-        prompt = body.get("prompt")
-        if isinstance(prompt, str):
-            fields.add(prompt, ("prompt",), untrusted=True)
-        elif isinstance(prompt, list):
-            for i, item in enumerate(prompt):
-                fields.add(item, ("prompt", i), untrusted=True)
+        fields.add_one_or_many(body.get("prompt"), "prompt", untrusted=True)
         fields.add(body.get("suffix"), ("suffix",), untrusted=True)
     fields.add(body.get("user"), ("user",))
-    stop = body.get("stop")
-    if isinstance(stop, str):
-        fields.add(stop, ("stop",))
-    elif isinstance(stop, list):
-        for i, item in enumerate(stop):
-            fields.add(item, ("stop", i))
+    fields.add_one_or_many(body.get("stop"), "stop")
     return fields.fields
 
 

@@ -9,7 +9,6 @@ nor fills the waiting queue ahead of other clients.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import uuid
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from engine.pooling import Pooling, PoolingParams
 from engine.sampling_params import SamplingParams
 from engine.server.async_engine import AsyncEngine, OutputStream
 from engine.server.errors import InvalidRequestError
+from engine.server.generation import collect_or_abort
 from engine.server.protocol import EmbeddingRequest, token_ids
 from engine.server.request_context import context_of
 from engine.server.tokenization import Tokenization
@@ -73,7 +73,7 @@ async def serve(
         stream = await engine.add_requests(
             ids, prompts[first : first + wave], params, request.cache_salt, arrival_time_s
         )
-        done = await _collect_or_abort(http_request, stream, engine, len(ids))
+        done = await collect_or_abort(http_request, stream, engine, _collect(stream, len(ids)))
         if done is None:
             return Response(status_code=499)  # the client is gone; nobody reads this
         vectors += done
@@ -90,23 +90,6 @@ async def serve(
     )
 
 
-async def _collect_or_abort(
-    http_request: Request, stream: OutputStream, engine: AsyncEngine, count: int
-) -> list[list[float]] | None:
-    collector = asyncio.ensure_future(_collect(stream, count))
-    disconnect = asyncio.ensure_future(_wait_for_disconnect(http_request))
-    try:
-        await asyncio.wait({collector, disconnect}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        disconnect.cancel()
-        if not collector.done():
-            collector.cancel()
-        engine.abort(stream)  # no-op when every request finished
-    if not collector.done() or collector.cancelled():
-        return None
-    return collector.result()  # raises APIError if the engine died
-
-
 async def _collect(stream: OutputStream, count: int) -> list[list[float]]:
     vectors: list[list[float] | None] = [None] * count
     async for index, output in stream:
@@ -115,12 +98,6 @@ async def _collect(stream: OutputStream, count: int) -> list[list[float]]:
     if any(v is None for v in vectors):  # an engine request ended without its vector (aborted)
         raise InvalidRequestError("The embedding request was aborted.", param="input")
     return vectors  # type: ignore[return-value]  # checked above
-
-
-async def _wait_for_disconnect(http_request: Request) -> None:
-    # The body is already read, so the next ASGI message is the disconnect (if the client leaves).
-    while (await http_request.receive())["type"] != "http.disconnect":
-        pass
 
 
 def _encode(vector: list[float], encoding_format: str) -> list[float] | str:

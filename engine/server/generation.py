@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -24,6 +26,8 @@ from engine.server.protocol import GenerateRequest, token_ids
 from engine.server.request_context import context_of
 from engine.server.tokenization import Tokenization
 from engine.tools import response as tool_response
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -94,8 +98,12 @@ async def serve(
     return await _whole(http_request, stream, request, fmt, engine, head, usage)
 
 
-async def _whole(http_request, stream: OutputStream, request, fmt, engine, head: dict, usage: _Usage) -> Response:
-    collector = asyncio.ensure_future(_collect(stream, request.params.n, usage))
+async def collect_or_abort(
+    http_request: Request, stream: OutputStream, engine: AsyncEngine, collect: Coroutine[Any, Any, T]
+) -> T | None:
+    """`collect`'s result (it reads `stream` to its end), or None when the client left first; either way the
+    stream's engine requests are aborted if they still run. Raises APIError if the engine died."""
+    collector = asyncio.ensure_future(collect)
     disconnect = asyncio.ensure_future(_wait_for_disconnect(http_request))
     try:
         await asyncio.wait({collector, disconnect}, return_when=asyncio.FIRST_COMPLETED)
@@ -105,8 +113,14 @@ async def _whole(http_request, stream: OutputStream, request, fmt, engine, head:
             collector.cancel()
         engine.abort(stream)  # no-op when every request finished
     if not collector.done() or collector.cancelled():
+        return None
+    return collector.result()
+
+
+async def _whole(http_request, stream: OutputStream, request, fmt, engine, head: dict, usage: _Usage) -> Response:
+    choices = await collect_or_abort(http_request, stream, engine, _collect(stream, request.params.n, usage))
+    if choices is None:
         return Response(status_code=499)  # the client is gone; nobody reads this
-    choices = collector.result()  # raises APIError if the engine died
     want_logprobs = request.params.logprobs is not None
     body = {
         **head,

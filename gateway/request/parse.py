@@ -79,10 +79,15 @@ def _int_param(body: JsonObject, name: str, minimum: int, maximum: int | None = 
     return value
 
 
-def _common(kind: str, body: JsonObject, prompts: list[str | list[int]]) -> ParsedRequest:
+def _model(body: JsonObject) -> str:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise invalid_request("model is required and must be a string.", param="model")
+    return model
+
+
+def _common(kind: str, body: JsonObject, prompts: list[str | list[int]]) -> ParsedRequest:
+    model = _model(body)
     stream = body.get("stream", False)
     if stream is None:
         stream = False
@@ -151,9 +156,7 @@ def parse_completion(body: JsonObject) -> ParsedRequest:
 
 def parse_embeddings(body: JsonObject) -> ParsedRequest:
     """An embeddings request generates nothing: its reservation is its input tokens alone (max_tokens 0)."""
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise invalid_request("model is required and must be a string.", param="model")
+    model = _model(body)
     raw = body.get("input")
     inputs: list[str | list[int]]
     if (isinstance(raw, str) and raw) or _is_token_ids(raw):
