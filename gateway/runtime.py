@@ -123,9 +123,9 @@ class Gateway:
         await self.discovery.start()
 
     async def close(self) -> None:
+        await self.discovery.close()  # first: no look-up outlives the gateway however long settlements take
         if self._tasks:  # settlements in flight: let them land
             await asyncio.wait(list(self._tasks), timeout=SHUTDOWN_SETTLE_TIMEOUT_S)
-        await self.discovery.close()
         await self.router.close()
         await self.upstreams.close()
         await self.store.close()
