@@ -11,7 +11,7 @@ $(VENV)/.installed: pyproject.toml
 	# CPU torch first, so nothing later pulls a multi-GB CUDA build.
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
 	# Every role (gateway, engine, dev tools) in one venv; a gateway-only host needs just `pip install .` (no torch).
-	$(PY) -m pip install -q -e ".[engine,dev]"
+	$(PY) -m pip install -q -e ".[engine,disagg,dev]"
 	touch $@
 
 install: $(VENV)/.installed

@@ -9,6 +9,7 @@ BENCHMARKS = {
     "engine": "our engine vs transformers (padded generate, continuous batching) on CPU; speculative decoding",
     "serve": "load generator for any OpenAI-compatible server: throughput, TTFT, TPOT, ITL, goodput",
     "gateway": "gateway overhead vs a bare pass-through and LiteLLM",
+    "disagg": "1 prefill + 1 decode replica (KV over NIXL) vs 2 co-located ones: TTFT, ITL, transfer cost",
     "routing": "routing policies on Mooncake trace replay, and end to end across real replicas",
     "guardrails": "PII precision/recall/latency and prompt-injection detection quality",
     "console": "admin console page latency with 1,000 tenants",

@@ -18,7 +18,7 @@ COPY pyproject.toml README.md ./
 COPY sluicegate ./sluicegate
 COPY engine ./engine
 COPY kernels ./kernels
-RUN pip install ".[engine]" && python -c "import engine.server.cli"
+RUN pip install ".[engine,disagg]" && python -c "import engine.server.cli, engine.kv_transfer.nixl_connector"
 USER sluicegate
 EXPOSE 8100
 CMD ["sluicegate", "engine", "--model", "/models/tiny", "--host", "0.0.0.0", "--port", "8100", "--device", "cpu"]

@@ -64,6 +64,12 @@ class EngineConfig(Schema):
     """k: draft tokens proposed per sequence per step."""
     speculative_adaptive: bool = True
     """Turn speculation off (per request and globally) while it does not pay, and back on when it does."""
+    kv_role: Literal["both", "prefill", "decode"] = "both"
+    """Disaggregated serving (docs/architecture.md): 'prefill' hands its prompts' KV blocks to decode replicas,
+    'decode' reads them from prefill replicas over NIXL; both kinds still serve whole requests. 'both': no transfers."""
+    kv_transfer_timeout_s: Annotated[float, Field(gt=0)] = 60.0
+    """Prefill side: how long a finished prefill's blocks wait for a decode replica to read them before they are
+    freed anyway."""
     served_model_name: str | None = None
     """Name reported by /v1/models and expected in requests. None: the folder's name."""
 
@@ -81,6 +87,8 @@ class EngineConfig(Schema):
                 f"max_num_batched_tokens={self.max_num_batched_tokens} is below max_num_seqs={self.max_num_seqs}: "
                 "every running sequence needs at least one token per step; raise max_num_batched_tokens"
             )
+        if self.kv_role == "decode" and not self.enable_prefix_caching:
+            raise ValueError("kv_role='decode' needs enable_prefix_caching: read blocks join the prefix cache")
         if self.speculative_method == "draft" and not self.speculative_model:
             raise ValueError("speculative_method='draft' needs speculative_model (a draft model folder)")
         return self

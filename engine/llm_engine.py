@@ -15,7 +15,7 @@ import torch
 import xgrammar as xgr
 
 from engine.attention import PagedAttention, attention_ops
-from engine.block_pool import BlockPool
+from engine.block_pool import BlockPool, KVBlock
 from engine.config import EngineConfig
 from engine.cuda_graphs import DecodeGraphRunner
 from engine.detokenizer import IncrementalDetokenizer
@@ -23,6 +23,10 @@ from engine.errors import ContextLengthError, RequestError, RequestTooLargeError
 from engine.input_batch import InputBatch
 from engine.kv_cache import KVCache, kv_budget_bytes, num_blocks_for_budget
 from engine.kv_cache_manager import KVCacheManager
+from engine.kv_transfer.handoffs import Handoffs
+from engine.kv_transfer.params import KVTransferRequest, RemotePrefill
+from engine.kv_transfer.planner import PullRefusal, handoff_of, plan_pull
+from engine.kv_transfer.pull_plan import PullPlan
 from engine.model_loader import load_hf_config, load_weights, resolve_device, resolve_dtype
 from engine.model_runner import ModelRunner
 from engine.models.llama import LlamaModel
@@ -97,6 +101,10 @@ class LLMEngine:
         self.sampler = Sampler(self.device, config.seed)
         self.speculator = self._build_speculator(config, num_blocks) if config.speculative_method else None
         self.requests: dict[str, Request] = {}
+        # Disaggregated serving (engine/kv_transfer/): a prefill's blocks held for a decode replica to read, and a
+        # decode's read blocks held until its request is scheduled and takes them as a prefix hit.
+        self.handoffs = Handoffs(self.pool, config.kv_transfer_timeout_s)
+        self._pull_holds: dict[str, list[KVBlock]] = {}
 
     def _build_speculator(self, config: EngineConfig, num_blocks: int) -> Speculator:
         assert config.speculative_method is not None  # built only when speculation is on
@@ -150,6 +158,29 @@ class LLMEngine:
         params: SamplingParams,
         cache_salt: str = "",
         arrival_time: float | None = None,
+        kv_transfer: KVTransferRequest | None = None,
+        pulled: PullPlan | None = None,
+    ) -> None:
+        """`pulled`: blocks read from a prefill replica for this prompt (plan_kv_pull, then the read); the request
+        takes them over whether it is added or refused."""
+        try:
+            self._add_request(request_id, prompt_token_ids, params, cache_salt, arrival_time, kv_transfer)
+        except BaseException:
+            if pulled is not None:
+                self.pool.free(reversed(pulled.held))
+            raise
+        if pulled is not None:
+            self.pool.cache_blocks(pulled.read_blocks, pulled.hashes, pulled.token_chunks)
+            self._pull_holds[request_id] = pulled.held
+
+    def _add_request(
+        self,
+        request_id: str,
+        prompt_token_ids: list[int],
+        params: SamplingParams,
+        cache_salt: str,
+        arrival_time: float | None,
+        kv_transfer: KVTransferRequest | None,
     ) -> None:
         if request_id in self.requests:
             raise RequestError(f"request id {request_id!r} is already in use", param="request_id")
@@ -159,6 +190,8 @@ class LLMEngine:
                 f"n={params.n} is more than this engine runs at once (max_num_seqs={self.config.max_num_seqs})",
                 param="n",
             )
+        if kv_transfer is not None and params.n > 1:
+            raise RequestError("kv_transfer_params needs n = 1", param="n")
         if any(t >= self.spec.vocab_size for t in params.stop_token_ids):
             raise RequestError(
                 f"stop_token_ids must be below the vocabulary size {self.spec.vocab_size}", param="stop_token_ids"
@@ -174,6 +207,7 @@ class LLMEngine:
         )
         if arrival_time is not None:
             request.arrival_time = arrival_time
+        request.remote_decode = kv_transfer is not None and kv_transfer.remote_decode
         request.seqs.append(self._new_sequence(request, 0))
         if params.structured is not None:
             compiled = self.grammars.submit(params.structured)
@@ -283,6 +317,38 @@ class LLMEngine:
         self.scheduler.remove_finished()
         if self.speculator is not None:
             self.speculator.finish(request_id)
+        held = self._pull_holds.pop(request_id, None)
+        if held is not None:
+            self.pool.free(reversed(held))
+
+    # -- disaggregated serving (engine/kv_transfer/) ------------------------------------------------------------
+    def plan_kv_pull(
+        self, prompt_token_ids: list[int], cache_salt: str, remote: RemotePrefill
+    ) -> PullPlan | PullRefusal:
+        """Blocks to read a prefill replica's KV into (decode side), keeping the admission watermark free."""
+        return plan_pull(
+            self.pool, self.block_size, prompt_token_ids, cache_salt, remote, self.scheduler.watermark_blocks
+        )
+
+    def cancel_kv_pull(self, plan: PullPlan) -> None:
+        """The read failed or its request never came: the plan's blocks go back, unregistered."""
+        self.pool.free(reversed(plan.held))
+
+    def release_handoffs(self, request_ids: list[str]) -> None:
+        """Decode replicas read these handoffs (prefill side): free their blocks."""
+        self.counters.kv_handoffs_read_total += sum(self.handoffs.release(request_id) for request_id in request_ids)
+
+    def expire_handoffs(self) -> None:
+        if len(self.handoffs):
+            self.counters.kv_handoffs_expired_total += self.handoffs.expire(time.monotonic())
+
+    def _drop_pull_holds(self) -> None:
+        """A request scheduled for the first time took its pulled blocks as a prefix hit (its own reference):
+        the plan's references go."""
+        for request_id in list(self._pull_holds):
+            request = self.requests.get(request_id)
+            if request is None or request.first_scheduled_time is not None:
+                self.pool.free(reversed(self._pull_holds.pop(request_id)))
 
     def has_unfinished_requests(self) -> bool:
         return bool(self.requests)
@@ -295,6 +361,8 @@ class LLMEngine:
         clock.start_step()
         failed = self._admit_compiled() if self._awaiting_grammar else []
         sched = self.scheduler.schedule()
+        if self._pull_holds:
+            self._drop_pull_holds()
         if sched.is_empty:
             return self._make_outputs(failed, time.monotonic()) if failed else []
         drafts = self.speculator.propose(sched.scheduled, sched.num_batched_tokens) if self.speculator else {}
@@ -431,6 +499,14 @@ class LLMEngine:
 
     def _finish(self, seq: Sequence, reason: str) -> None:
         seq.finish_reason = reason
+        request = seq.request
+        if request.remote_decode and reason != "abort":
+            # A prefill for a decode replica: its prompt's blocks stay until that replica reads them.
+            request.handoff = handoff_of(seq, self.block_size)
+            if request.handoff is not None:
+                self.handoffs.hold(
+                    request.request_id, seq.block_table[: len(request.handoff.block_ids)], time.monotonic()
+                )
         self.scheduler.finish(seq)
 
     def _make_outputs(self, touched: list[Request], now: float) -> list[RequestOutput]:
@@ -455,6 +531,7 @@ class LLMEngine:
                     first_token_time=request.first_token_time,
                     finished_time=request.finished_time,
                     embedding=request.seqs[0].embedding if finished else None,
+                    kv_handoff=request.handoff if finished else None,
                 )
             )
         return outputs
@@ -489,6 +566,7 @@ class LLMEngine:
         s.num_swapped = len(self.scheduler.swapped)
         s.num_blocks_free = self.pool.num_free_blocks
         s.kv_cache_usage = self.pool.usage
+        s.kv_handoffs_held = len(self.handoffs)
         if self.speculator is not None:
             s.spec_decode = self.speculator.stats.snapshot()
         return s

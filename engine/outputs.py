@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from engine.kv_transfer.params import Handoff
+
 
 @dataclass
 class TokenLogprob:
@@ -48,3 +50,4 @@ class RequestOutput:
     first_token_time: float | None = None
     finished_time: float | None = None
     embedding: list[float] | None = None  # an embedding request's vector, on its finished output
+    kv_handoff: Handoff | None = None  # a finished prefill's blocks, held for a decode replica (engine/kv_transfer/)

@@ -13,6 +13,7 @@ import torch
 
 from engine.block_pool import KVBlock
 from engine.detokenizer import IncrementalDetokenizer
+from engine.kv_transfer.params import Handoff
 from engine.outputs import TokenLogprob
 from engine.pooling import Pooling, PoolingParams
 from engine.sampler import SamplingRow
@@ -123,6 +124,8 @@ class Request:
     first_scheduled_time: float | None = None  # Scheduler
     first_token_time: float | None = None  # LLMEngine
     finished_time: float | None = None  # LLMEngine
+    remote_decode: bool = False  # LLMEngine: a prefill whose blocks a decode replica reads (engine/kv_transfer/)
+    handoff: Handoff | None = None  # LLMEngine: what it left held for that replica, once finished
 
     @property
     def is_finished(self) -> bool:

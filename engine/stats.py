@@ -28,5 +28,8 @@ class EngineStats:
     prompt_tokens_total: int = 0
     generation_tokens_total: int = 0
     num_steps_total: int = 0
+    kv_handoffs_read_total: int = 0  # prefill side: held blocks a decode replica read (engine/kv_transfer/)
+    kv_handoffs_expired_total: int = 0  # prefill side: held blocks freed unread at their deadline
+    kv_handoffs_held: int = 0  # prefill side: handoffs waiting to be read now
     last_step_time_s: float = 0.0
     spec_decode: object | None = None  # a SpecDecodeStats snapshot when speculative decoding is on

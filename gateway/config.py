@@ -10,13 +10,13 @@ YAML layout (config/gateway.yaml):
     num_instances: 1                          # gateway instances sharing one Redis (fail-open divides limits by it)
     admission_overlap: true                   # send upstream while the admission script runs, when safe
     access_log: true                          # one JSON line per request on stdout (gateway/access_log.py)
-    upstream: {connect_timeout_s: 2, read_timeout_s: 120, max_connections: 1024}
+    upstream: {connect_timeout_s: 2, read_timeout_s: 120, max_connections: 1024, prefill_timeout_s: 30}
     router: gateway.simple_router:build_router  # "module:callable" (see below)
     models:
       tiny:
         tokenizer: models/tiny          # the model's HF folder (tokenizer.json + chat template)
         max_model_len: 4096
-        replicas: [http://127.0.0.1:8100, {name: r1, url: "http://127.0.0.1:8101"}]
+        replicas: [http://127.0.0.1:8100, {name: r1, url: "http://127.0.0.1:8101"}]   # {..., role: prefill|decode}
         routing: {...}                  # optional: handed to the router with `replicas`, `health`, `index`
         price: {input_usd_per_mtok: 0.5, output_usd_per_mtok: 1.5, cached_input_usd_per_mtok: 0.25}  # optional
 
@@ -39,6 +39,8 @@ from typing import Annotated, Any, Final, Literal
 import yaml
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
+from gateway.routing.base import Role
+from gateway.routing.config import RoleField
 from gateway.routing.discovery.config import DiscoveryConfig
 from gateway.store.redis_url import RedisEndpoint, TlsOptions, parse_redis_url
 from gateway.store.spend import FREE, MAX_USD_PER_MTOK, NANO_PER_MICRO, Price, nano_usd_per_token
@@ -66,6 +68,10 @@ class ReplicaSpec(Schema):
     """Base URL of an OpenAI-compatible upstream, e.g. http://127.0.0.1:8100 (no trailing /v1)."""
     kv_events: bool | None = None
     """Whether it publishes GET /v1/kv/events; None: the model's `routing.kv_events` (default true)."""
+    role: RoleField | None = None
+    """prefill, decode or both (the replica's `sluicegate engine --kv-role`); None: both. A model with prefill
+    replicas serves each request in two hops, prefill then decode (docs/architecture.md, "Disaggregated prefill and
+    decode"), and needs the prefix router and at least one decode or both replica."""
 
     @field_validator("url")
     @classmethod
@@ -107,8 +113,8 @@ class ModelConfig(Schema):
     name: str
     """The model name clients send in `model` (its key under `models:`)."""
     replicas: list[ReplicaSpec] = []
-    """The OpenAI-compatible upstreams serving it: base URLs or {name, url, kv_events} mappings (one URL alone is a
-    list of one). At least one, unless `discovery` finds them."""
+    """The OpenAI-compatible upstreams serving it: base URLs or {name, url, kv_events, role} mappings (one URL alone
+    is a list of one). At least one, unless `discovery` finds them."""
     discovery: DiscoveryConfig | None = None
     """Find the replicas at run time: DNS A/SRV records or a Kubernetes Service's EndpointSlices
     (gateway/routing/discovery/config.py); they join and leave without a restart. Needs the prefix router."""
@@ -119,6 +125,10 @@ class ModelConfig(Schema):
     `index.block_size`, else 16."""
     max_model_len: Count | None = None
     """Context window in tokens; None: the tokenizer's model_max_length, or unchecked."""
+    prefill_min_prompt_tokens: Annotated[int, Field(ge=0)] = 256
+    """Models with prefill replicas: shorter prompts skip the prefill hop and a decode replica computes them (a
+    short prefill slows its batch less than a second round trip and a queue behind long prompts slow the request);
+    0 sends every prompt through a prefill replica. Needs `tokenizer` (without it every prompt takes the hop)."""
     upstream_model: str | None = None
     """The name the upstream knows this model by; None: the same name."""
     routing: dict[str, Any] | None = None
@@ -158,6 +168,14 @@ class ModelConfig(Schema):
     def _some_replicas(self) -> ModelConfig:
         if not self.replicas and self.discovery is None:
             raise ValueError(f"give models.{self.name}.replicas (at least one) or models.{self.name}.discovery")
+        roles = {r.role or Role.BOTH for r in self.replicas}
+        if self.discovery is not None:
+            roles.add(self.discovery.role)
+        if Role.PREFILL in roles and not roles & {Role.DECODE, Role.BOTH}:
+            raise ValueError(
+                f"models.{self.name}.replicas: prefill replicas hand their KV to decode replicas; give at least one "
+                "replica of role decode (or both)"
+            )
         return self
 
     @field_validator("tokenizer")
@@ -254,6 +272,9 @@ class UpstreamConfig(Schema):
     byte, an error event mid-stream."""
     max_connections: Count = 1024
     """Pooled connections per upstream."""
+    prefill_timeout_s: Seconds = 30.0
+    """Bound on a disaggregated request's prefill hop, from sending it to its whole answer; past it the decode
+    replica prefills the prompt itself (docs/architecture.md, "Disaggregated prefill and decode")."""
 
 
 class GatewayConfig(Schema):

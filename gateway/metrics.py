@@ -86,6 +86,20 @@ class GatewayMetrics:
             "Overlapped requests the script refused after all: cancelled upstream",
             registry=r,
         )
+        self.prefill_hops = Counter(
+            "sluicegate_prefill_hops",
+            "Prefill hops of disaggregated models (gateway/request/prefill.py), by outcome (ok; fallback: the decode "
+            "replica prefilled itself; skipped: n > 1) and reason",
+            ["model", "outcome", "reason"],
+            registry=r,
+        )
+        self.prefill_seconds = Histogram(
+            "sluicegate_prefill_hop_seconds",
+            "Prefill hop sent to the prefill replica's answer or failure: what the hop adds before the decode hop",
+            ["model"],
+            buckets=_LATENCY_BUCKETS_S,
+            registry=r,
+        )
         self._redis_up: Gauge | None = None
         self._children: dict[tuple[int, tuple[str, ...]], MetricWrapperBase] = {}
 

@@ -23,6 +23,7 @@ from gateway.request.guardrail_wiring import build_hooks
 from gateway.request.hooks import RequestHooks
 from gateway.request.overlap import OverlapGate
 from gateway.request.precheck import DeniedKeys
+from gateway.request.prefill import PrefillHop
 from gateway.request.proxy import EndpointParts
 from gateway.request.settlement import SettlementParts
 from gateway.request.tokenizer import PromptTokenizer
@@ -94,7 +95,8 @@ class Gateway:
                 self.config, self.auth, self.store, self.overlap, self.denied, self.hooks, self.tokenizers, self.metrics
             )
         )
-        links = UpstreamLinks(self.router, self.upstreams, self.metrics, self.tokenizers)
+        prefill = PrefillHop(self.router, self.upstreams, self.metrics)
+        links = UpstreamLinks(self.router, self.upstreams, self.metrics, self.tokenizers, prefill)
         access_log = AccessLog() if self.config.access_log else None
         settlement = SettlementParts(self.store, self.metrics, self.tokenizers, self.spawn, access_log)
         return EndpointParts(

@@ -1,14 +1,15 @@
 """Round robin over each model's configured replica URLs: the gateway's default Router (gateway/routing/base.py).
 
 Holds no health state: a replica that fails before the first byte is excluded by the request path's single retry.
-The prefix-affinity router replaces it through the `router:` setting of config/gateway.yaml.
+The prefix-affinity router replaces it through the `router:` setting of config/gateway.yaml. It serves every request
+whole, so it refuses a pool with prefill replicas (disaggregated serving needs the prefix router).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from gateway.routing.base import NoHealthyReplicaError, Route, RouteRequest
+from gateway.routing.base import NoHealthyReplicaError, Role, Route, RouteRequest
 
 
 class RoundRobinRouter:
@@ -24,6 +25,9 @@ class RoundRobinRouter:
 
     def models(self) -> list[str]:
         return [model for model, replicas in self._replicas.items() if replicas]
+
+    def disaggregated(self, model: str) -> bool:
+        return False  # build_router refuses prefill replicas
 
     def route(self, request: RouteRequest, exclude: frozenset[str] = frozenset()) -> Route:
         replicas = self._replicas.get(request.model) or []
@@ -43,7 +47,15 @@ class RoundRobinRouter:
 
 
 def build_router(routing_models: dict[str, Any], *, metrics_registry: object = None) -> RoundRobinRouter:
-    """The factory signature config.py documents; routing knobs other than `replicas` do not apply here."""
+    """The factory signature config.py documents; routing knobs other than `replicas` do not apply here. A replica
+    of role `decode` serves whole requests here like any other; a `prefill` one is refused (ValueError)."""
+    for model, spec in routing_models.items():
+        for i, replica in enumerate(spec["replicas"]):
+            if replica.get("role") == Role.PREFILL:
+                raise ValueError(
+                    f"models.{model}.replicas[{i}].role=prefill: disaggregated prefill and decode needs "
+                    "router: gateway.routing.factory:build_router"
+                )
     return RoundRobinRouter(
         {model: [(r["name"], r["url"]) for r in spec["replicas"]] for model, spec in routing_models.items()}
     )

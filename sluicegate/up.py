@@ -1,4 +1,5 @@
-"""`sluicegate up`: the local stack in one command: a gateway and two engine replicas as child processes.
+"""`sluicegate up`: the local stack in one command: a gateway and two engine replicas as child processes
+(`--disagg`: one prefill and one decode replica, the prompt's KV moving between them over NIXL).
 
     .sluicegate/
       up.lock            held (flock) while a stack runs; holds its pid and gateway URL, so a second `up` says so
@@ -43,6 +44,7 @@ NUM_REPLICAS = 2
 STOP_TIMEOUT_S = 15.0
 # Tiny model, fp32 on CPU: 512 bytes of KV per token, so 64 MiB holds 131k tokens per replica.
 REPLICA_KV_CACHE_BYTES = 64 << 20
+KV_NOTE = "\n            prompts of 256 tokens or more are prefilled on the first and decoded on the second"
 
 
 class UpError(Exception):
@@ -164,7 +166,7 @@ def _sluicegate(*args: str) -> list[str]:
 
 
 def write_gateway_files(
-    state_dir: Path, host: str, port: int, model_dir: Path, replica_urls: list[str], api_key: str
+    state_dir: Path, host: str, port: int, model_dir: Path, replica_urls: list[str], api_key: str, roles: list[str]
 ) -> Path:
     """The gateway config and the demo tenant's seed (see docs/operations.md for every field)."""
     seed_path = state_dir / "tenants.yaml"
@@ -192,7 +194,10 @@ def write_gateway_files(
         "models": {
             MODEL_NAME: {
                 "tokenizer": str(model_dir),
-                "replicas": [{"name": f"engine-{i}", "url": url} for i, url in enumerate(replica_urls)],
+                "replicas": [
+                    {"name": f"engine-{i}", "url": url, "role": role}
+                    for i, (url, role) in enumerate(zip(replica_urls, roles))
+                ],
                 "block_size": 16,
             }
         },
@@ -301,11 +306,17 @@ def _terminate(group: list[Child]) -> None:
             child.process.wait()
 
 
-def replica_args(model_dir: Path, port: int) -> list[str]:
+def replica_roles(disagg: bool) -> list[str]:
+    return ["prefill", "decode"] if disagg else ["both"] * NUM_REPLICAS
+
+
+def replica_args(model_dir: Path, port: int, role: str = "both") -> list[str]:
     """`sluicegate engine` flags of one replica: CPU, a share of the cores (the replicas and the gateway run side
-    by side), a small KV pool, a short drain so Ctrl-C is quick."""
+    by side), a small KV pool, a short drain so Ctrl-C is quick; its part in disaggregated serving."""
     threads = max(1, (os.cpu_count() or 1) // NUM_REPLICAS)
     return [
+        "--kv-role",
+        role,
         "--model",
         str(model_dir),
         "--port",
@@ -338,13 +349,14 @@ def start_stack(args: argparse.Namespace, state_dir: Path, stop: threading.Event
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "SLUICEGATE_ADMIN_TOKEN": stack.admin_token}
 
     replica_urls = []
-    for i in range(NUM_REPLICAS):
+    roles = replica_roles(args.disagg)
+    for i, role in enumerate(roles):
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        argv = _sluicegate("engine", *replica_args(model_dir, port))
+        argv = _sluicegate("engine", *replica_args(model_dir, port, role))
         stack.children.append(start_child(f"engine-{i}", argv, log_dir, f"{url}/health", env))
         replica_urls.append(url)
-    config_path = write_gateway_files(state_dir, args.host, gateway_port, model_dir, replica_urls, api_key)
+    config_path = write_gateway_files(state_dir, args.host, gateway_port, model_dir, replica_urls, api_key, roles)
     gateway = start_child(
         "gateway", _sluicegate("gateway", "--config", str(config_path)), log_dir, f"{gateway_url}/health", env
     )
@@ -354,11 +366,13 @@ def start_stack(args: argparse.Namespace, state_dir: Path, stop: threading.Event
     wait_routable(stack, args.startup_timeout_s - (time.monotonic() - started_s), stop)
 
 
-def banner(stack: Stack, state_dir: Path) -> str:
+def banner(stack: Stack, state_dir: Path, disagg: bool = False) -> str:
     base_url = f"{stack.gateway_url}/v1"
     # The URL may carry a password: say where the setting comes from, not what it is.
     store = "Redis (REDIS_URL)" if os.environ.get("REDIS_URL") else "in-process (set REDIS_URL for Redis)"
-    replicas = ", ".join(c.health_url.removesuffix("/health") for c in stack.children if c.name.startswith("engine"))
+    urls = [c.health_url.removesuffix("/health") for c in stack.children if c.name.startswith("engine")]
+    labels = [f"{role} {url}" for role, url in zip(replica_roles(True), urls)] if disagg else urls
+    replicas = ", ".join(labels)
     body = json.dumps({"model": MODEL_NAME, "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 32})
     admin = stack.admin_token if stack.admin_token_made else "(SLUICEGATE_ADMIN_TOKEN)"
     others = foreign_keys(stack.gateway_url, stack.admin_token, stack.api_key)
@@ -367,7 +381,7 @@ def banner(stack: Stack, state_dir: Path) -> str:
     return f"""
 Sluicegate is up. Ctrl-C stops it.
   gateway   {base_url}
-  model     {MODEL_NAME} on {NUM_REPLICAS} replicas: {replicas}
+  model     {MODEL_NAME} on {NUM_REPLICAS} replicas: {replicas}{KV_NOTE if disagg else ""}
   quotas    {store}
   tenant    {DEMO_TENANT}
   api key   {stack.api_key}
@@ -413,6 +427,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--state-dir", default=".sluicegate", help="lock, models, configs and logs (default .sluicegate)"
     )
     parser.add_argument(
+        "--disagg",
+        action="store_true",
+        help="one prefill and one decode replica (KV blocks over NIXL) instead of two that do both",
+    )
+    parser.add_argument(
         "--startup-timeout-s",
         type=float,
         default=180.0,
@@ -432,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
         lock.acquire()
         start_stack(args, state_dir, stop, stack)
         lock.record(stack.gateway_url)
-        print(banner(stack, state_dir), flush=True)
+        print(banner(stack, state_dir, args.disagg), flush=True)
         status = supervise(stack, stop)
     except UpError as exc:
         print(f"sluicegate up: {exc}", file=sys.stderr, flush=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -166,3 +167,38 @@ def test_ctrl_c_stops_everything_with_no_orphans(stack):
     assert "stopped." in process.stdout.read()
     assert not [pid for pid in children if alive(pid)]
     assert (state_dir / "up.lock").read_text() == ""
+
+
+def test_disagg_prefills_on_one_replica_and_decodes_on_the_other(stack, tmp_path):
+    """`sluicegate up --disagg`: a prompt of 256 tokens or more takes both hops; the decode replica reads its KV."""
+    _, _, first_state_dir = stack
+    shutil.copytree(first_state_dir / "models", tmp_path / "models")  # the tiny model, made once per module
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", DEMO_KEY_ENV, "SLUICEGATE_ADMIN_TOKEN")}
+    command = [*up_command(tmp_path), "--disagg"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        lines = []
+        for line in process.stdout:
+            lines.append(line)
+            if line.startswith("EOF") or process.poll() is not None:
+                break
+        output = "".join(lines)
+        urls = re.search(r"replicas: prefill (\S+), decode (\S+)", output)
+        assert urls, output
+        base_url = re.search(r"^  gateway   (\S+)$", output, re.M).group(1)
+        api_key = re.search(r"^  api key   (\S+)$", output, re.M).group(1)
+        client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=60)
+        prompt = "A prompt long enough for the prefill replica. " * 40
+        answer = client.completions.create(model="tiny", prompt=prompt, max_tokens=8, temperature=0)
+        assert answer.choices[0].text and answer.usage.prompt_tokens >= 256
+        assert answer.usage.prompt_tokens_details.cached_tokens == (answer.usage.prompt_tokens - 1) // 16 * 16
+
+        def metric(url: str, name: str) -> float:
+            lines = httpx.get(url + "/metrics").text.splitlines()
+            return sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith(name + "{"))
+
+        assert metric(urls.group(1), "sluicegate_engine_kv_handoffs_total") == 1
+        assert metric(urls.group(2), "sluicegate_engine_kv_blocks_read_total") == (answer.usage.prompt_tokens - 1) // 16
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 0

@@ -32,6 +32,8 @@ from engine.server.errors import (
 )
 from engine.server.formats import ChatFormat, CompletionFormat
 from engine.server.kv_events import KVEventHub
+from engine.server.kv_transfer import METADATA_PATH, KVTransferService
+from engine.server.kv_transfer_metrics import KVTransferMetrics
 from engine.server.metrics import CONTENT_TYPE, ServerMetrics
 from engine.server.request_context import RequestContextMiddleware, context_of
 from engine.server.request_log import REQUEST_LOGGER, RequestLogMiddleware
@@ -64,6 +66,7 @@ class Replica:
         self.chat_format = ChatFormat(tokenization)
         self.tool_parser = tool_parser(config.tool_call_parser) if config.tool_call_parser else None
         self.draining = False
+        self.kv_transfer = _kv_transfer(llm_engine, config, self.engine, self.metrics)
 
     def begin_drain(self) -> None:
         """Stop admitting (503 + Retry-After, /health fails so routers move away); in-flight requests go on."""
@@ -90,10 +93,14 @@ def create_app(llm_engine, config: ServerConfig, on_fatal: Callable[[BaseExcepti
         if config.request_log:
             json_logs.to_stdout(REQUEST_LOGGER)  # JSON lines, written off the event loop
         replica.engine.start()
+        if replica.kv_transfer is not None:
+            await replica.kv_transfer.start()
         try:
             yield
         finally:
             replica.begin_drain()
+            if replica.kv_transfer is not None:
+                await replica.kv_transfer.close()
             await replica.engine.stop()
             tokenization.close()
 
@@ -122,6 +129,7 @@ def _routes() -> list[Route]:
         Route("/tokenize", tokenize, methods=["POST"]),
         Route("/detokenize", detokenize, methods=["POST"]),
         Route("/v1/kv/events", kv_events_feed, methods=["GET"]),
+        Route(METADATA_PATH, kv_transfer_metadata, methods=["GET"]),
     ]
 
 
@@ -146,8 +154,9 @@ async def _generate(request: Request, replica: Replica, parsed: protocol.Generat
     replica.check_admitting()
     context = context_of(request.scope)
     return await generation.serve(
-        request, parsed, fmt, replica.engine, replica.tokenization, replica.model_name, context.arrival_time_s
-    )
+        request, parsed, fmt, replica.engine, replica.tokenization, replica.model_name, context.arrival_time_s,
+        replica.kv_transfer,
+    )  # fmt: skip
 
 
 async def embeddings_endpoint(request: Request) -> Response:
@@ -228,6 +237,28 @@ async def kv_events_feed(request: Request) -> Response:
     return sse.response(
         kv_events.stream(replica.kv_hub, subscription, snapshot, replica.block_size, replica.model_name)
     )
+
+
+async def kv_transfer_metadata(request: Request) -> Response:
+    """A prefill replica's NIXL agent and KV layout, read once by each decode replica that pulls from it."""
+    service = _replica(request).kv_transfer
+    if service is None or service.role != "prefill":
+        raise HTTPException(404, "This replica hands off no KV blocks (it does not run with --kv-role prefill).")
+    return JSONResponse(service.connector.metadata())
+
+
+def _kv_transfer(llm_engine, config: ServerConfig, engine: AsyncEngine, metrics: ServerMetrics):
+    """The transfer side of a prefill or decode replica (NIXL registers the KV pool now, once); None for both."""
+    role = llm_engine.config.kv_role
+    if role == "both":
+        return None
+    from engine.kv_transfer.nixl_connector import NixlConnector  # only replicas that transfer need NIXL
+
+    connector = NixlConnector(llm_engine.kv_cache, llm_engine.block_size)
+    return KVTransferService(
+        connector, engine, KVTransferMetrics(metrics.registry, llm_engine.model_name), role,
+        config.kv_transfer_host, config.kv_transfer_read_timeout_s,
+    )  # fmt: skip
 
 
 async def _read_body(request: Request, max_bytes: int) -> bytes:

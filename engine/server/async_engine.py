@@ -25,6 +25,9 @@ from dataclasses import dataclass
 from opentelemetry import context as otel_context
 
 from engine.errors import RequestError
+from engine.kv_transfer.params import KVTransferRequest, RemotePrefill
+from engine.kv_transfer.planner import PullRefusal
+from engine.kv_transfer.pull_plan import PullPlan
 from engine.outputs import RequestOutput
 from engine.sampling_params import SamplingParams
 from engine.server.errors import (
@@ -57,11 +60,33 @@ class _AddGroup:
     params: SamplingParams
     cache_salt: str
     future: asyncio.Future
+    kv_transfer: KVTransferRequest | None = None
+    pulled: PullPlan | None = None  # blocks read for prompts[0] (disaggregated decode: one prompt, n = 1)
 
 
 @dataclass
 class _Abort:
     request_ids: list[str]
+
+
+@dataclass
+class _PlanPull:
+    prompt: list[int]
+    cache_salt: str
+    remote: RemotePrefill
+    future: asyncio.Future
+
+
+@dataclass
+class _CancelPull:
+    plan: PullPlan
+
+
+@dataclass
+class _Handoffs:
+    """Prefill side: free the handoffs decode replicas have read, and those past their deadline."""
+
+    read_request_ids: list[str]
 
 
 @dataclass
@@ -195,37 +220,27 @@ class AsyncEngine:
         params: SamplingParams,
         cache_salt: str,
         arrival_time_s: float,
+        kv_transfer: KVTransferRequest | None = None,
+        pulled: PullPlan | None = None,
     ) -> OutputStream:
         """Admit one HTTP request's prompts. Raises OverloadedError (queue full), InvalidRequestError (more prompts
-        than could ever be admitted, or the engine refused it, e.g. too long) or EngineUnavailableError."""
-        self._check_alive()
-        # Counted in engine requests (one per prompt). Free batch seats take queued requests at the next step, so
-        # only what is beyond them really waits: at most max_num_seqs + max_waiting_requests are ever queued.
-        max_admissible = self.max_num_seqs + self.max_waiting_requests
-        if len(prompts) > max_admissible:
-            # Not a 503: even an idle replica could never take it, so a retry would fail the same way.
-            self.metrics.request_rejected("too_many_prompts")
-            raise InvalidRequestError(
-                f"{len(prompts)} prompts can never be admitted: this replica takes at most {max_admissible} at once "
-                f"(max_num_seqs {self.max_num_seqs} + max_waiting_requests {self.max_waiting_requests}).",
-                param="prompt",
-            )
-        num_queued, num_free_seats = self._queue_state()
-        if num_queued + len(prompts) - num_free_seats > self.max_waiting_requests:
-            self.metrics.request_rejected("queue_full")
-            raise OverloadedError(
-                f"The waiting queue is full ({num_queued} queued for {num_free_seats} free batch seats, waiting "
-                f"limit {self.max_waiting_requests}); retry later.",
-                self.retry_after_s,
-            )
-        if params.structured is not None:
-            await self._compile_grammar(params.structured)
+        than could ever be admitted, or the engine refused it, e.g. too long) or EngineUnavailableError. `pulled`
+        (blocks read for the one prompt) is taken over: added with the request, or given back if it is refused."""
+        try:
+            self._check_alive()
+            self._check_room(len(prompts))
+            if params.structured is not None:
+                await self._compile_grammar(params.structured)
+        except BaseException:
+            if pulled is not None:
+                self.cancel_pull(pulled)
+            raise
         stream = OutputStream(request_ids, arrival_time_s, self.metrics, params.n)
         for index, request_id in enumerate(request_ids):
             self._streams[request_id] = (stream, index)
         self._num_pending_adds += len(prompts)
         future = self._new_future()
-        self._commands.put(_AddGroup(request_ids, prompts, params, cache_salt, future))
+        self._commands.put(_AddGroup(request_ids, prompts, params, cache_salt, future, kv_transfer, pulled))
         try:
             await future
         except RequestError as exc:
@@ -235,6 +250,27 @@ class AsyncEngine:
             if future.cancelled() or future.exception() is not None:
                 self._forget(stream)
         return stream
+
+    def _check_room(self, num_prompts: int) -> None:
+        # Counted in engine requests (one per prompt). Free batch seats take queued requests at the next step, so
+        # only what is beyond them really waits: at most max_num_seqs + max_waiting_requests are ever queued.
+        max_admissible = self.max_num_seqs + self.max_waiting_requests
+        if num_prompts > max_admissible:
+            # Not a 503: even an idle replica could never take it, so a retry would fail the same way.
+            self.metrics.request_rejected("too_many_prompts")
+            raise InvalidRequestError(
+                f"{num_prompts} prompts can never be admitted: this replica takes at most {max_admissible} at once "
+                f"(max_num_seqs {self.max_num_seqs} + max_waiting_requests {self.max_waiting_requests}).",
+                param="prompt",
+            )
+        num_queued, num_free_seats = self._queue_state()
+        if num_queued + num_prompts - num_free_seats > self.max_waiting_requests:
+            self.metrics.request_rejected("queue_full")
+            raise OverloadedError(
+                f"The waiting queue is full ({num_queued} queued for {num_free_seats} free batch seats, waiting "
+                f"limit {self.max_waiting_requests}); retry later.",
+                self.retry_after_s,
+            )
 
     async def _compile_grammar(self, spec: GrammarSpec) -> None:
         """Wait here, not in the engine thread, for the request's grammar (compiled in a worker thread, or cached):
@@ -254,6 +290,31 @@ class AsyncEngine:
             self.metrics.aborted.inc()
             for _ in range(num_aborted * stream.num_choices):  # as vLLM counts them: finished, reason "abort"
                 self.metrics.request_finished("abort")
+
+    async def plan_pull(self, prompt: list[int], cache_salt: str, remote: RemotePrefill) -> PullPlan | PullRefusal:
+        """Local blocks to read a prefill replica's KV into (engine/kv_transfer/pull_plan.py); the caller hands the
+        plan to add_requests or to cancel_pull."""
+        self._check_alive()
+        future = self._new_future()
+        self._commands.put(_PlanPull(prompt, cache_salt, remote, future))
+        try:
+            return await future
+        except asyncio.CancelledError:
+            # Cancelled after the plan arrived but before this resumed: nobody else will give its blocks back.
+            if future.done() and not future.cancelled() and future.exception() is None:
+                plan = future.result()
+                if isinstance(plan, PullPlan):
+                    self.cancel_pull(plan)
+            raise
+
+    def cancel_pull(self, plan: PullPlan) -> None:
+        if self.alive:
+            self._commands.put(_CancelPull(plan))
+
+    def handoffs_read(self, request_ids: list[str]) -> None:
+        """Prefill side, called periodically: free what decode replicas have read (and what expired)."""
+        if self.alive:
+            self._commands.put(_Handoffs(request_ids))
 
     async def kv_snapshot(self) -> Snapshot:
         self._check_alive()
@@ -315,6 +376,13 @@ class AsyncEngine:
         else:
             future.set_result(result)
 
+    def _resolve_plan(self, future: asyncio.Future, plan: PullPlan | PullRefusal) -> None:
+        if future.done():  # the waiting handler was cancelled (its client left): nobody takes the blocks
+            if isinstance(plan, PullPlan):
+                self.cancel_pull(plan)
+            return
+        future.set_result(plan)
+
     def _deliver_snapshot(self, events: list[SequencedEvent], snapshot: Snapshot, future: asyncio.Future) -> None:
         if events:
             self.kv_hub.publish(events)
@@ -373,6 +441,14 @@ class AsyncEngine:
         if isinstance(command, _Abort):
             for request_id in command.request_ids:
                 self.engine.abort_request(request_id)
+        elif isinstance(command, _PlanPull):
+            plan = self.engine.plan_kv_pull(command.prompt, command.cache_salt, command.remote)
+            self._call_loop(self._resolve_plan, command.future, plan)
+        elif isinstance(command, _CancelPull):
+            self.engine.cancel_kv_pull(command.plan)
+        elif isinstance(command, _Handoffs):
+            self.engine.release_handoffs(command.read_request_ids)
+            self.engine.expire_handoffs()
         elif isinstance(command, _TakeSnapshot):
             events = self._take_events()
             snapshot = Snapshot(self._kv_seq, list(self.engine.cached_block_hashes()))
@@ -383,7 +459,10 @@ class AsyncEngine:
         added = []
         try:
             for request_id, prompt in zip(group.request_ids, group.prompts, strict=True):
-                self.engine.add_request(request_id, prompt, group.params, cache_salt=group.cache_salt)
+                pulled, group.pulled = group.pulled, None  # the first prompt's; add_request takes it over
+                self.engine.add_request(
+                    request_id, prompt, group.params, group.cache_salt, kv_transfer=group.kv_transfer, pulled=pulled
+                )
                 added.append(request_id)
         except Exception as exc:  # noqa: BLE001
             # A RequestError is the client's; anything else is a bug on an input nobody foresaw. add_request

@@ -31,6 +31,11 @@ class ServerConfig(Schema):
     embedding_pooling: Literal["last", "mean"] = "last"
     """How /v1/embeddings pools the prompt's final hidden states: the last token's (decoder-only embedding models,
     and exact under prefix caching) or the mean over every token (such requests skip prefix-cache hits)."""
+    kv_transfer_host: str | None = None
+    """Prefill replicas (--kv-role prefill): the host decode replicas reach this one on, in the kv_transfer_params
+    it answers with. None: the address the request came in on (what the gateway reached)."""
+    kv_transfer_read_timeout_s: Annotated[float, Field(gt=0)] = 10.0
+    """Decode replicas: a KV read not done by then is given up; the request computes its prompt here."""
     tool_call_parser: Literal["llama3_json", "hermes", "mistral"] | None = None
     """How this model writes tool calls (docs/api.md, "Tool calling"): needed for tool_choice auto, required or a
     named function; without it a request with tools may only use tool_choice none."""

@@ -18,10 +18,13 @@ from typing import Any, TypeVar
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from engine.kv_transfer.params import Handoff
+from engine.kv_transfer.pull_plan import PullPlan
 from engine.outputs import CompletionOutput, RequestOutput
 from engine.server import sse
 from engine.server.async_engine import AsyncEngine, OutputStream
 from engine.server.errors import APIError, InvalidRequestError
+from engine.server.kv_transfer import KVTransferService
 from engine.server.protocol import GenerateRequest, token_ids
 from engine.server.request_context import context_of
 from engine.server.tokenization import Tokenization
@@ -84,18 +87,43 @@ async def serve(
     tokenization: Tokenization,
     model_name: str,
     arrival_time_s: float,
+    kv_transfer: KVTransferService | None = None,
 ) -> Response:
     prompts = await prompt_token_ids(request, tokenization)
+    pulled = await _pull(request, prompts, kv_transfer)
     response_id = fmt.id_prefix + uuid.uuid4().hex
     request_ids = [f"{response_id}-{i}" for i in range(len(prompts))]
-    stream = await engine.add_requests(request_ids, prompts, request.params, request.cache_salt, arrival_time_s)
+    stream = await engine.add_requests(
+        request_ids, prompts, request.params, request.cache_salt, arrival_time_s, request.kv_transfer, pulled
+    )
     head = {"id": response_id, "object": fmt.object_name, "created": int(time.time()), "model": model_name}
     usage = _Usage([len(p) for p in prompts], [0] * len(prompts), request.stream)
     context_of(http_request.scope).generation = usage  # the request log reads its counts when the request ends
     if request.stream:
         chunk_head = {**head, "object": fmt.chunk_object_name}
         return sse.response(_chunks(stream, request, fmt, engine, chunk_head, usage))
-    return await _whole(http_request, stream, request, fmt, engine, head, usage)
+    return await _whole(http_request, stream, request, fmt, engine, head, usage, kv_transfer)
+
+
+async def _pull(
+    request: GenerateRequest, prompts: list[list[int]], kv_transfer: KVTransferService | None
+) -> PullPlan | None:
+    """Check a request's kv_transfer_params against this replica's role; for a decode, read the prefill's blocks."""
+    wanted = request.kv_transfer
+    if wanted is None:
+        return None
+    role = kv_transfer.role if kv_transfer is not None else "both"
+    if wanted.remote_decode and role != "prefill" or wanted.remote_prefill is not None and role != "decode":
+        asked = "do_remote_decode" if wanted.remote_decode else "do_remote_prefill"
+        raise InvalidRequestError(
+            f"This replica runs with --kv-role {role}: it does not take kv_transfer_params.{asked}.",
+            param="kv_transfer_params",
+        )
+    if len(prompts) != 1:
+        raise InvalidRequestError("kv_transfer_params needs a single prompt.", param="prompt")
+    if wanted.remote_prefill is None or kv_transfer is None:
+        return None
+    return await kv_transfer.pull(prompts[0], request.cache_salt, wanted.remote_prefill)
 
 
 async def collect_or_abort(
@@ -117,10 +145,14 @@ async def collect_or_abort(
     return collector.result()
 
 
-async def _whole(http_request, stream: OutputStream, request, fmt, engine, head: dict, usage: _Usage) -> Response:
-    choices = await collect_or_abort(http_request, stream, engine, _collect(stream, request.params.n, usage))
+async def _whole(
+    http_request, stream: OutputStream, request, fmt, engine, head: dict, usage: _Usage, kv_transfer
+) -> Response:
+    handoffs: dict[str, Handoff] = {}
+    collect = _collect(stream, request.params.n, usage, handoffs)
+    choices = await collect_or_abort(http_request, stream, engine, collect)
     if choices is None:
-        return Response(status_code=499)  # the client is gone; nobody reads this
+        return Response(status_code=499)  # the client is gone; nobody reads this (a handoff expires unread)
     want_logprobs = request.params.logprobs is not None
     body = {
         **head,
@@ -134,15 +166,24 @@ async def _whole(http_request, stream: OutputStream, request, fmt, engine, head:
         for choice in body["choices"]:
             choice["message"], called = tool_response.message(request.tool_parser, choice["message"]["content"])
             choice["finish_reason"] = tool_response.finish_reason(choice["finish_reason"], called)
+    if request.kv_transfer is not None and request.kv_transfer.remote_decode:
+        request_id, handoff = next(iter(handoffs.items()), (stream.request_ids[0], None))
+        local_address = http_request.scope.get("server")
+        body["kv_transfer_params"] = kv_transfer.handoff_params(handoff, request_id, local_address)
     return JSONResponse(body)
 
 
-async def _collect(stream: OutputStream, n: int, usage: _Usage) -> dict[int, CompletionOutput]:
+async def _collect(
+    stream: OutputStream, n: int, usage: _Usage, handoffs: dict[str, Handoff]
+) -> dict[int, CompletionOutput]:
+    """Every choice's final output; `handoffs` gets each finished prefill's held blocks, by engine request id."""
     choices: dict[int, CompletionOutput] = {}
     async for prompt_index, output in stream:
         usage.update(prompt_index, output, n)
         for choice in output.outputs:
             choices[prompt_index * n + choice.index] = choice
+        if output.kv_handoff is not None:
+            handoffs[output.request_id] = output.kv_handoff
     return choices
 
 

@@ -38,6 +38,8 @@ _COUNTERS = (
     ("sluicegate_engine_swapped_out", "num_swapped_out_total", "Sequences swapped out to host memory."),
     ("sluicegate_engine_swapped_in", "num_swapped_in_total", "Sequences swapped back in from host memory."),
     ("sluicegate_engine_chunked_prefill_steps", "num_chunked_prefill_steps_total", "Steps that ran a prefill chunk."),
+    ("sluicegate_engine_kv_handoffs_read", "kv_handoffs_read_total", "Prefill handoffs a decode replica read."),
+    ("sluicegate_engine_kv_handoffs_expired", "kv_handoffs_expired_total", "Prefill handoffs freed unread."),
 )
 _GAUGES = (
     ("vllm:num_requests_running", "num_running", "Sequences in the running batch."),
@@ -47,6 +49,7 @@ _GAUGES = (
     ("sluicegate_engine_kv_blocks_total", "num_blocks_total", "KV-cache blocks in the pool."),
     ("sluicegate_engine_kv_blocks_free", "num_blocks_free", "KV-cache blocks free (cached-but-unused included)."),
     ("sluicegate_engine_step_time_seconds", "last_step_time_s", "Duration of the latest engine step."),
+    ("sluicegate_engine_kv_handoffs_held", "kv_handoffs_held", "Prefill handoffs waiting for a decode replica."),
 )
 
 

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from engine.errors import RequestError
+from engine.kv_transfer import params as kv_transfer_params
+from engine.kv_transfer.params import KVTransferRequest
 from engine.sampling_params import SamplingParams
 from engine.server.errors import InvalidRequestError
 from engine.server.request_bodies import (
@@ -44,6 +46,7 @@ class GenerateRequest:
     messages: list[dict] | None = None  # chat: [{"role", "content": str, ...}], as the chat template takes them
     tools: ToolPlan | None = None  # chat with tools: what the template renders and the output may hold
     tool_parser: ToolParser | None = None  # set when the output is parsed for calls (tool_choice other than none)
+    kv_transfer: KVTransferRequest | None = None  # disaggregated serving: a prefill to hand off, or a decode to pull
 
 
 @dataclass
@@ -176,12 +179,20 @@ def _generate_request(
     stream = body.get("stream", False)
     if "stream_options" in body and not stream:
         raise InvalidRequestError("stream_options is only allowed when stream is true.", param="stream_options")
+    try:
+        kv_transfer = kv_transfer_params.parse(body.get("kv_transfer_params"))
+    except RequestError as exc:
+        raise InvalidRequestError(str(exc), param=exc.param) from None
+    if kv_transfer is not None and kv_transfer.remote_decode and stream:
+        # The response's kv_transfer_params ride on the whole body, as vLLM's do.
+        raise InvalidRequestError("kv_transfer_params.do_remote_decode needs stream false.", param="stream")
     return GenerateRequest(
         model=body.get("model"),
         params=_sampling_params(body, logprobs, max_tokens, max_tokens_field),
         stream=stream,
         include_usage="stream_options" in body and bool(body["stream_options"].get("include_usage")),
         cache_salt=body.get("cache_salt", ""),
+        kv_transfer=kv_transfer,
     )
 
 

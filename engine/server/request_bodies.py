@@ -176,6 +176,7 @@ class GenerateBody(TypedDict, total=False):
     guided_json: dict[str, Any] | Text  # vLLM's structured-output fields; at most one of these four per request
     guided_regex: Text
     guided_choice: Annotated[list[Text], Field(min_length=1, max_length=MAX_CHOICES)]
+    kv_transfer_params: dict[str, Any]  # disaggregated serving (engine/kv_transfer/params.py checks its fields)
     # Accepted only when absent or at a value that changes nothing.
     echo: Annotated[Any, _default_only(False)]
     suffix: Annotated[Any, _default_only("")]

@@ -11,8 +11,8 @@ SLUICEGATE_ADMIN_TOKEN. Prints the API's JSON; exits 1 with the API's error mess
     sluicegate admin keys update acme k_1234abcd5678 --set name=ci --set rpm=60 --set expires_at=0
     sluicegate admin keys rotate acme k_1234abcd5678 [--grace-s 300]     (default grace: a day)
     sluicegate admin usage acme [--days 30]      per day and in total: tokens and cost (USD), per model and key
-    sluicegate admin replicas list tiny | add tiny r3 http://10.0.0.7:8100 [--no-kv-events] | drain tiny r3
-                              | remove tiny r3
+    sluicegate admin replicas list tiny | add tiny r3 http://10.0.0.7:8100 [--no-kv-events] [--role decode]
+                              | drain tiny r3 | remove tiny r3
 """
 
 from __future__ import annotations
@@ -97,6 +97,9 @@ def _parser() -> argparse.ArgumentParser:
     add.add_argument("name")
     add.add_argument("replica_url", metavar="url")  # not `url`: that is the gateway's (--url)
     add.add_argument("--no-kv-events", action="store_true", help="an upstream without /v1/kv/events (vLLM, others)")
+    add.add_argument(
+        "--role", choices=("prefill", "decode", "both"), default="both", help="its `sluicegate engine --kv-role`"
+    )
     for action in ("drain", "remove"):
         p = replicas.add_parser(action)
         p.add_argument("model")
@@ -110,7 +113,13 @@ def _request(args: argparse.Namespace) -> tuple[str, str, dict[str, object] | No
         if args.action == "list":
             return "GET", path, None
         if args.action == "add":
-            return "POST", path, {"name": args.name, "url": args.replica_url, "kv_events": not args.no_kv_events}
+            replica = {
+                "name": args.name,
+                "url": args.replica_url,
+                "kv_events": not args.no_kv_events,
+                "role": args.role,
+            }
+            return "POST", path, replica
         name = _segment(args.name)
         return ("POST", f"{path}/{name}/drain", None) if args.action == "drain" else ("DELETE", f"{path}/{name}", None)
     if args.group == "tenants":

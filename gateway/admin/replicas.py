@@ -1,8 +1,9 @@
 """The admin API's replica pools (`/admin/v1/models/{model}/replicas`): change a model's replicas at run time.
 
     GET    /models/{model}/replicas                 list, with health, breaker, load and KV-feed state
-    POST   /models/{model}/replicas                 add {name, url, kv_events?}          -> 201; re-adding a draining
-                                                    replica with its URL puts it back in service
+    POST   /models/{model}/replicas                 add {name, url, kv_events?, role?}   -> 201; re-adding a draining
+                                                    replica with its URL and role puts it back in service; role:
+                                                    prefill | decode | both (default)
     POST   /models/{model}/replicas/{name}/drain    no new requests; in-flight ones finish
     DELETE /models/{model}/replicas/{name}          drain, then forget it once its last request ends (none is lost)
 
@@ -24,13 +25,15 @@ from starlette.responses import JSONResponse, Response
 from gateway.admin import audit
 from gateway.admin.types import AdminGateway
 from gateway.errors import ApiError, invalid_request
-from gateway.routing.base import ReplicaAdmin, ReplicaInfo
-from gateway.routing.config import RoutingConfigError, replica_config
+from gateway.routing.base import ReplicaAdmin, ReplicaInfo, Role
+from gateway.routing.config import ReplicaConfig, RoutingConfigError, replica_config
 
 ReadJson = Callable[[Request], Awaitable[dict[str, Any]]]
 
 # A metrics label and a path segment: no spaces, no slashes.
 REPLICA_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_FIELDS = frozenset({"name", "url", "kv_events", "role"})
+_ROLES = tuple(Role)
 
 
 def _admin(gw: AdminGateway, request: Request) -> ReplicaAdmin:
@@ -79,27 +82,33 @@ async def list_replicas(request: Request, store: object, gw: AdminGateway) -> Re
 async def add_replica(request: Request, store: object, gw: AdminGateway, read_json: ReadJson) -> Response:
     router = _admin(gw, request)
     check_changeable(gw)
-    name, url, kv_events = new_replica(await read_json(request))
-    return _answer(router.add_replica, request.path_params["model"], name, url, kv_events, status=201)
+    new = new_replica(await read_json(request))
+    return _answer(router.add_replica, request.path_params["model"], *replica_args(new), status=201)
 
 
-def new_replica(body: dict[str, Any]) -> tuple[str, str, bool]:
-    """An add request's (name, url, kv_events), checked; a 400 naming the bad field."""
-    unknown = set(body) - {"name", "url", "kv_events"}
+def new_replica(body: dict[str, Any]) -> ReplicaConfig:
+    """An add request's replica, checked; a 400 naming the bad field."""
+    unknown = set(body) - _FIELDS
     if unknown:
         raise invalid_request(
-            f"unknown replica fields {sorted(unknown)}; known: name, url, kv_events", param=sorted(unknown)[0]
+            f"unknown replica fields {sorted(unknown)}; known: {', '.join(sorted(_FIELDS))}", param=sorted(unknown)[0]
         )
-    name, kv_events = body.get("name"), body.get("kv_events", True)
+    name, kv_events, role = body.get("name"), body.get("kv_events", True), body.get("role", Role.BOTH)
     if not isinstance(name, str) or not REPLICA_NAME_RE.match(name):
         raise invalid_request(f"name must match {REPLICA_NAME_RE.pattern}, got {name!r}", param="name")
     if not isinstance(kv_events, bool):
         raise invalid_request(f"kv_events must be true or false, got {kv_events!r}", param="kv_events")
+    if role not in _ROLES:
+        raise invalid_request(f"role must be one of {', '.join(_ROLES)}, got {role!r}", param="role")
     try:
-        url = replica_config(name=name, url=body.get("url"), kv_events=kv_events).url
+        return replica_config(name=name, url=body.get("url"), kv_events=kv_events, role=role)
     except RoutingConfigError as exc:
         raise invalid_request(str(exc), param="url") from None
-    return name, url, kv_events
+
+
+def replica_args(new: ReplicaConfig) -> tuple[str, str, bool, Role]:
+    """ReplicaAdmin.add_replica's arguments after the model."""
+    return new.name, new.url, new.kv_events, new.role
 
 
 async def drain_replica(request: Request, store: object, gw: AdminGateway) -> Response:

@@ -7,6 +7,7 @@ hooks.py, guardrail_wiring.py    3  input guardrails (and, in step 7, output gua
 prompts.py, tokenizer.py         4  the exact prompt token count and the ids routing hashes
 admission.py, overlap.py         5  the store's one admission call; the overlap gate may start step 6 meanwhile
 attempt.py, body.py, upstream.py 6  route, send (the upstream body), fail over to the other replicas, release
+prefill.py                       6  a disaggregated model's prefill hop first: its KV handoff for the decode hop
 proxy.py, stream.py              7  relay the answer (JSON or SSE) to the client
 settlement.py                    8  the reservation, settled exactly once however the request ended
 ratelimit_headers.py,            -  x-ratelimit-* headers and the 429s

@@ -5,26 +5,41 @@ router's load and health bookkeeping).
 
 An attempt may be opened in the background while admission runs (overlap.py): `start` begins it, `opened` waits for
 it, and `abandon` cancels it when the admission refuses; nothing of its response reaches the client before then.
+
+A request of a disaggregated model (docs/architecture.md, "Disaggregated prefill and decode") first takes its prefill
+hop (prefill.py) and then routes as its decode hop, with the prefill's handoff for a decode replica; everything after
+the decode replica's answer (failover before it, streaming, release) is any request's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 
 from gateway.errors import ApiError, unavailable, upstream_failed, upstream_retry_after_s, upstream_timeout
 from gateway.metrics import GatewayMetrics
-from gateway.request.body import cache_salt, upstream_body
+from gateway.request.body import (
+    KV_TRANSFER_PARAMS,
+    cache_salt,
+    prefill_body,
+    upstream_body,
+    upstream_changes,
+    with_handoff,
+)
 from gateway.request.context import Outcome, RequestContext, RequestPhase
+from gateway.request.parse import EMBEDDINGS
+from gateway.request.prefill import PrefillHop
 from gateway.request.prompts import max_context
 from gateway.request.spans import stage, upstream_trace_headers
 from gateway.request.tokenizer import PromptTokenizer
-from gateway.request.upstream import UpstreamPool
-from gateway.routing.base import NoHealthyReplicaError, Route, Router, RouteRequest
+from gateway.request.upstream import UpstreamPool, stale_connection
+from gateway.routing.base import NoHealthyReplicaError, Role, Route, Router, RouteRequest, Stage
 from sluicegate.block_hash import block_hashes
 
 CLIENT_FAULT_STATUSES = frozenset({400, 413, 422})
@@ -42,6 +57,8 @@ class UpstreamLinks:
     metrics: GatewayMetrics
     tokenizers: dict[str, PromptTokenizer]
     """Model name -> its tokenizer (filled at start-up): the context length caps `max_tokens`."""
+    prefill: PrefillHop
+    """Disaggregated models' first hop."""
 
 
 class UpstreamAttempt:
@@ -54,6 +71,8 @@ class UpstreamAttempt:
         """Held from routing until `release`."""
         self.replica: str | None = None
         """The replica last sent to, kept after `release` (the access log names it)."""
+        self.prefill_replica: str | None = None
+        """The prefill replica whose handoff the answering replica got (debug headers); None when it got none."""
         self.first_token_s = 0.0
         """perf_counter() when the replica's first token arrived; 0.0 until then."""
         self.response: aiohttp.ClientResponse | None = None
@@ -132,9 +151,13 @@ class UpstreamAttempt:
             salt,
             block_hashes(ids, ctx.model.block_size, salt) if ids else [],
         )
-        body = upstream_body(ctx, salt, max_context(ctx.model, links.tokenizers.get(ctx.model.name)))
+        changes = upstream_changes(ctx, salt, max_context(ctx.model, links.tokenizers.get(ctx.model.name)))
+        body = upstream_body(ctx, changes)
         headers = {"content-type": "application/json", "x-request-id": ctx.request_id}
         upstream_trace_headers(headers, ctx.traceparent)
+        handoff_body: bytes | None = None  # with the prefill's handoff: for decode replicas (others prefill themselves)
+        if ctx.kind != EMBEDDINGS and links.router.disaggregated(request.model):
+            handoff_body = await self._prefill(ctx, request, changes, body, headers)
         exclude: frozenset[str] = frozenset()
         last_error: ApiError | None = None
         # A kept-alive connection the replica had closed (it restarted, or died) earns one fresh connection to the
@@ -148,8 +171,9 @@ class UpstreamAttempt:
                 raise last_error or unavailable(str(exc), exc.retry_after_s) from None
             self.route, self.replica = route, route.replica
             session = links.pool.session(route.url)
+            handing_off = handoff_body is not None and route.role == Role.DECODE
             try:
-                response = await session.post(self._path, data=body, headers=headers)
+                response = await session.post(self._path, data=handoff_body if handing_off else body, headers=headers)
             except TimeoutError:  # aiohttp's ServerTimeoutError is one too: no answer within read_timeout_s
                 links.metrics.child(links.metrics.upstream_errors, "timeout").inc()
                 raise upstream_timeout(f"The upstream {route.replica} did not answer in time.") from None
@@ -157,17 +181,23 @@ class UpstreamAttempt:
                 links.metrics.child(links.metrics.upstream_errors, "connect").inc()
                 last_error = upstream_failed(f"Could not reach the upstream {route.replica}: {type(exc).__name__}.")
                 self._drop_route(route)
-                stale = isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)) and not isinstance(
-                    exc, aiohttp.ClientConnectorError
-                )  # a refused connect is no stale connection
-                if stale and route.replica not in reconnected:
+                if stale_connection(exc) and route.replica not in reconnected:
                     reconnected.add(route.replica)
                     continue
             else:
                 if response.status < 400:
                     self.response, self.accepted = response, True
+                    if not handing_off:
+                        self.prefill_replica = None
                     return
                 last_error = await _upstream_error(response)
+                if handing_off and (last_error.param or "").startswith(KV_TRANSFER_PARAMS):
+                    # The decode replica refused the handoff itself: it gets the request without one and prefills
+                    # it (the client never sees a prefill failure).
+                    links.metrics.child(links.metrics.upstream_errors, "handoff_refused").inc()
+                    links.router.release(route, Outcome.OK)
+                    self.route, handoff_body = None, None
+                    continue
                 if response.status not in CLIENT_FAULT_STATUSES:
                     links.metrics.child(links.metrics.upstream_errors, f"http_{response.status}").inc()
                 if response.status < 500:
@@ -175,6 +205,30 @@ class UpstreamAttempt:
                     raise last_error
                 self._drop_route(route)
             exclude = exclude | {route.replica}
+
+    async def _prefill(
+        self, ctx: RequestContext, request: RouteRequest, changes: dict[str, Any], body: bytes, headers: dict[str, str]
+    ) -> bytes | None:
+        """The prefill hop, then `request` routes as the decode hop; the decode hop's body with the handoff, None
+        when there is none to send (several completions, the hop failed, or a prompt without a full block)."""
+        prefill = self._links.prefill
+        if ctx.parsed.completions > 1:  # one handoff serves one sequence: the request is served whole
+            prefill.skipped(request.model, "n")
+            return None
+        ids = request.prompt_token_ids
+        if ids is not None and len(ids) < ctx.model.prefill_min_prompt_tokens:
+            # Selective disaggregation: a short prompt costs the decode batch less than a handoff costs the request
+            # (a second round trip, a queue on the prefill replica behind long prompts).
+            prefill.skipped(request.model, "short")
+            request.stage = Stage.DECODE
+            return None
+        hop = dataclasses.replace(request, max_tokens=1, stage=Stage.PREFILL)
+        handoff = await prefill.run(self._path, hop, prefill_body(ctx, changes), headers)
+        request.stage = Stage.DECODE
+        if handoff is None:
+            return None
+        self.prefill_replica = handoff.replica
+        return None if handoff.kv_transfer_params is None else with_handoff(body, handoff.kv_transfer_params)
 
     def _drop_route(self, route: Route) -> None:
         """This replica failed before the first byte: released as such, the next try routes afresh."""

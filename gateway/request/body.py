@@ -1,5 +1,7 @@
 """The body the gateway sends upstream: the client's, with what admission decided added (the reserved `max_tokens`
-as a cap, usage in the stream, the tenant's cache salt), spliced into the client's bytes where it can be."""
+as a cap, usage in the stream, the tenant's cache salt), spliced into the client's bytes where it can be. A
+disaggregated request's two hops (docs/architecture.md, "Disaggregated prefill and decode") send `prefill_body`, then
+the same body with the prefill's handoff (`with_handoff`)."""
 
 from __future__ import annotations
 
@@ -20,7 +22,19 @@ def cache_salt(ctx: RequestContext) -> str:
     return ctx.tenant.cache_salt
 
 
-def upstream_body(ctx: RequestContext, salt: str, max_len: int | None) -> bytes:
+KV_TRANSFER_PARAMS = "kv_transfer_params"
+_PREFILL_FIELDS: dict[str, Any] = {
+    "stream": False,
+    "max_tokens": 1,
+    "n": 1,
+    KV_TRANSFER_PARAMS: {"do_remote_decode": True},
+}
+# min_tokens too: above the prefill's max_tokens of 1 an upstream may refuse it, and its one token is thrown away.
+_NOT_FOR_PREFILL = ("stream_options", "max_completion_tokens", "min_tokens")
+
+
+def upstream_changes(ctx: RequestContext, salt: str, max_len: int | None) -> dict[str, Any]:
+    """The members admission adds to the client's body, or replaces in it."""
     body = ctx.parsed.body
     changes: dict[str, Any] = {}
     if ctx.model.upstream_model:
@@ -34,6 +48,12 @@ def upstream_body(ctx: RequestContext, salt: str, max_len: int | None) -> bytes:
         changes["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
     if salt != (body.get("cache_salt") or ""):
         changes["cache_salt"] = salt
+    return changes
+
+
+def upstream_body(ctx: RequestContext, changes: dict[str, Any]) -> bytes:
+    """The client's body with `changes` (upstream_changes)."""
+    body = ctx.parsed.body
     if ctx.parsed.body is ctx.parsed.original_body:  # the input hook changed nothing: the client's bytes go upstream
         if not changes:
             return ctx.raw_body
@@ -48,3 +68,18 @@ def splice(raw_body: bytes, members: dict[str, Any]) -> bytes:
     brace: re-encoding a long prompt costs ~5 us per KB on the event loop, this costs a copy."""
     start = raw_body.index(b"{") + 1
     return raw_body[:start] + json.dumps(members)[1:-1].encode() + b"," + raw_body[start:]
+
+
+def prefill_body(ctx: RequestContext, changes: dict[str, Any]) -> bytes:
+    """Hop 1: the body of the decode hop, made to stop after the prompt's prefill (one token, not streamed, one
+    choice) and to hand the prompt's KV over (`do_remote_decode`)."""
+    body = {**ctx.parsed.body, **changes, **_PREFILL_FIELDS}
+    for name in _NOT_FOR_PREFILL:
+        body.pop(name, None)
+    return json.dumps(body).encode()
+
+
+def with_handoff(body: bytes, kv_transfer_params: dict[str, Any]) -> bytes:
+    """Hop 2: `body` (upstream_body's: a UTF-8 JSON object, the cache salt among its members, and never a client's
+    kv_transfer_params, which parse.py refuses) with the prefill replica's kv_transfer_params, unchanged."""
+    return splice(body, {KV_TRANSFER_PARAMS: kv_transfer_params})

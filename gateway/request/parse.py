@@ -86,8 +86,19 @@ def _model(body: JsonObject) -> str:
     return model
 
 
+def _no_transfer_params(body: JsonObject) -> None:
+    """kv_transfer_params is the gateway's to set: one from a client would have a decode replica pull blocks from
+    wherever it points (another tenant's prompt on a prefill replica, or any host)."""
+    if "kv_transfer_params" in body:
+        raise invalid_request(
+            "kv_transfer_params is set by the gateway (disaggregated prefill and decode), not by clients.",
+            param="kv_transfer_params",
+        )
+
+
 def _common(kind: str, body: JsonObject, prompts: list[str | list[int]]) -> ParsedRequest:
     model = _model(body)
+    _no_transfer_params(body)
     stream = body.get("stream", False)
     if stream is None:
         stream = False
@@ -157,6 +168,7 @@ def parse_completion(body: JsonObject) -> ParsedRequest:
 def parse_embeddings(body: JsonObject) -> ParsedRequest:
     """An embeddings request generates nothing: its reservation is its input tokens alone (max_tokens 0)."""
     model = _model(body)
+    _no_transfer_params(body)
     raw = body.get("input")
     inputs: list[str | list[int]]
     if (isinstance(raw, str) and raw) or _is_token_ids(raw):

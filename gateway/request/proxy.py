@@ -103,6 +103,8 @@ class CompletionsEndpoint:
                     (b"x-sluicegate-replica", attempt.route.replica.encode()),
                     (b"x-sluicegate-prefix-tokens", str(attempt.route.matched_prefix_tokens).encode()),
                 ]
+                if attempt.prefill_replica is not None:
+                    ctx.headers.append((b"x-sluicegate-prefill-replica", attempt.prefill_replica.encode()))
             with stage("stream"):
                 if ctx.parsed.stream:
                     await self._relay_stream(ctx, attempt, send)

@@ -3,7 +3,7 @@
 aiohttp rather than httpx on the hot path: measured on this machine, an httpx client over the httpx-aiohttp
 transport costs ~1.0 ms of CPU per proxied request, a bare aiohttp session ~0.3 ms (bench/gateway.py).
 Timeouts are socket timeouts: `connect_timeout_s` to connect, `read_timeout_s` of silence while waiting for the
-response headers or between two chunks.
+response headers or between two chunks; a prefill hop is bounded as a whole (`prefill_timeout_s`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,10 @@ class UpstreamPool:
         self._timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=config.connect_timeout_s, sock_read=config.read_timeout_s
         )
+        self.prefill_timeout = aiohttp.ClientTimeout(
+            total=config.prefill_timeout_s, sock_connect=config.connect_timeout_s
+        )
+        """A prefill hop's, per request: its whole answer is awaited, so the bound is on all of it."""
         self._sessions: dict[str, aiohttp.ClientSession] = {}
 
     def session(self, base_url: str) -> aiohttp.ClientSession:
@@ -45,3 +49,11 @@ class UpstreamPool:
         for session in self._sessions.values():
             await session.close()
         self._sessions.clear()
+
+
+def stale_connection(exc: aiohttp.ClientError) -> bool:
+    """A kept-alive connection the upstream had closed (it restarted, or died): worth one fresh connection before the
+    upstream is blamed. A refused connect is no stale connection."""
+    return isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)) and not isinstance(
+        exc, aiohttp.ClientConnectorError
+    )

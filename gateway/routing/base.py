@@ -5,10 +5,16 @@ sends the request to `route.url`, and reports the outcome with `router.release(r
 (whatever happens: success, upstream error, client disconnect). A request that fails before its first byte is
 routed again with the replicas that failed it in `exclude`, until one answers or `route` raises
 NoHealthyReplicaError.
+
+A model whose pool has prefill replicas is disaggregated (`disaggregated(model)`; docs/architecture.md,
+"Disaggregated prefill and decode"): its requests are routed twice, once with `stage=Stage.PREFILL` and once with
+`stage=Stage.DECODE`, each route released on its own. Every other request, and every request of a model without
+prefill replicas, is routed once as `Stage.WHOLE`.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -18,6 +24,30 @@ ERROR_BEFORE_FIRST_BYTE = "error_before_first_byte"  # connect error, 5xx, timeo
 ERROR_MID_STREAM = "error_mid_stream"
 CLIENT_DISCONNECT = "client_disconnect"
 NOT_ADMITTED = "not_admitted"  # sent while its admission ran, then refused: cancelled, the replica did no wrong
+
+
+class Role(enum.StrEnum):
+    """What a replica serves (`sluicegate engine --kv-role`)."""
+
+    PREFILL = "prefill"
+    """Hands a prompt's KV blocks to decode replicas; serves whole requests too (only when nothing else can)."""
+    DECODE = "decode"
+    """Pulls a prompt's KV blocks from a prefill replica and generates; serves whole requests too."""
+    BOTH = "both"
+    """Serves whole requests and takes no part in transfers (the default)."""
+
+
+class Stage(enum.StrEnum):
+    """Which part of a request a route is for."""
+
+    WHOLE = "whole"
+    """The whole request on one replica: any replica of a model without prefill replicas; of a disaggregated model
+    (n > 1, embeddings) a `both` replica, else a decode one, else a prefill one."""
+    PREFILL = "prefill"
+    """Hop 1 of a disaggregated request: a prefill replica, by the model's policy (where the prompt's KV is)."""
+    DECODE = "decode"
+    """Hop 2: a decode replica by load and free KV; when none can take it a `both` replica, else a prefill one
+    (those get no KV handoff: they prefill themselves)."""
 
 
 class NoHealthyReplicaError(Exception):
@@ -37,6 +67,7 @@ class RouteRequest:
     max_tokens: int
     cache_salt: str = ""  # the tenant's id or its cache group's salt (docs/architecture.md, "Tenant isolation")
     block_hashes: list[int] = field(default_factory=list)  # filled by the request path from prompt_token_ids
+    stage: Stage = Stage.WHOLE
 
 
 @dataclass
@@ -46,6 +77,7 @@ class Route:
     matched_prefix_tokens: int = 0  # prefix tokens the chosen replica is believed to hold
     policy: str = ""
     ticket: int = 0  # the router's handle on this routed request, for release (0: not from a ticketing router)
+    role: Role = Role.BOTH  # the chosen replica's: a decode hop sends the prefill's KV handoff to a decode replica only
 
 
 class Router(Protocol):
@@ -56,6 +88,9 @@ class Router(Protocol):
 
     def models(self) -> list[str]:
         """Models that have at least one configured replica."""
+
+    def disaggregated(self, model: str) -> bool:
+        """The model's pool has prefill replicas: its requests go in two hops (PREFILL, then DECODE)."""
 
     def route(self, request: RouteRequest, exclude: frozenset[str] = frozenset()) -> Route:
         """Pick a replica; raise NoHealthyReplicaError when none can take it."""
@@ -75,6 +110,7 @@ class ReplicaInfo:
     model: str
     name: str
     url: str
+    role: Role
     state: str  # active | draining | removing (draining, and forgotten once its last request is released)
     healthy: bool  # the active health checks' verdict
     breaker: str  # closed | open | half_open (passive health: request outcomes)
@@ -94,7 +130,9 @@ class ReplicaAdmin(Protocol):
     ValueError (answer 409).
     """
 
-    def add_replica(self, model: str, name: str, url: str, kv_events: bool = True) -> ReplicaInfo: ...
+    def add_replica(
+        self, model: str, name: str, url: str, kv_events: bool = True, role: Role = Role.BOTH
+    ) -> ReplicaInfo: ...
 
     def drain_replica(self, model: str, name: str) -> ReplicaInfo: ...
 

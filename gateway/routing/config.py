@@ -10,10 +10,14 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from gateway.routing.base import Role
 from sluicegate.block_hash import DEFAULT_BLOCK_SIZE
 from sluicegate.schema import Schema, explain
 
 POLICY_NAMES = ("round_robin", "least_loaded", "consistent_hash", "prefix_affinity", "expected_ttft")
+
+RoleField = Annotated[Role, Field(strict=False)]
+"""A replica's role as YAML and JSON give it (a string; strict mode would take only the enum)."""
 
 
 class RoutingConfigError(ValueError):
@@ -27,6 +31,9 @@ class ReplicaConfig(Schema):
     """Base URL, e.g. http://10.0.0.5:8100 (no trailing /v1)."""
     kv_events: bool = True
     """Subscribe to GET /v1/kv/events for a precise prefix index; False for upstreams without a feed (vLLM, others)."""
+    role: RoleField = Role.BOTH
+    """prefill, decode or both (its `sluicegate engine --kv-role`): a model with prefill replicas serves each request
+    in two hops, prefill then decode (docs/architecture.md, "Disaggregated prefill and decode")."""
 
     @field_validator("url")
     @classmethod
@@ -55,9 +62,11 @@ class PolicyConfig(Schema):
     decode_token_weight: Annotated[float, Field(ge=0)] = 0.1
     """prefix_affinity: load tokens per in-flight decode token (a decode token costs far less than a prefill one)."""
     waiting_request_tokens: Annotated[float, Field(ge=0)] = 512.0
-    """prefix_affinity: load tokens per request waiting in the replica's own queue (vllm:num_requests_waiting)."""
+    """prefix_affinity and the decode hop: load tokens per request waiting in the replica's own queue
+    (vllm:num_requests_waiting)."""
     kv_usage_tokens: Annotated[float, Field(ge=0)] = 2048.0
-    """prefix_affinity: load tokens at 100% KV usage (vllm:kv_cache_usage_perc), scaled linearly."""
+    """prefix_affinity and the decode hop: load tokens at 100% KV usage (vllm:kv_cache_usage_perc), scaled
+    linearly."""
     hash_key_blocks: Annotated[int, Field(ge=1)] = 4
     """consistent_hash: the request's key is the hash of its first min(n, hash_key_blocks) blocks."""
     virtual_nodes: Annotated[int, Field(ge=1)] = 64

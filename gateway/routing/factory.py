@@ -5,6 +5,7 @@
         replicas:
           - name: r0                    # stable name: metrics label, admin API key, debug header
             url: http://127.0.0.1:8100  # base URL (no /v1)
+            role: both                  # prefill | decode | both (its --kv-role); prefill replicas split the model
           - name: ext
             url: http://10.0.0.9:8000
             kv_events: false            # no /v1/kv/events feed (e.g. vLLM): the router's own history stands in
@@ -35,7 +36,11 @@
           resync_backoff_s: 0.5         # KV feed reconnect delay, doubling to 10 s
 
 The policy knobs are explained in gateway/routing/policies/expected_ttft.py and prefix_affinity.py; config.py
-validates every field and names the value and the fix when one is wrong.
+validates every field and names the value and the fix when one is wrong. A model with `role: prefill` replicas is
+served in two hops (docs/architecture.md, "Disaggregated prefill and decode"): the prefill hop by the model's
+policy among its prefill replicas, the decode hop by load and free KV among its decode replicas
+(policies/decode_load.py), `both` replicas taking the requests one replica serves whole (n > 1, embeddings) and the
+decode hops no decode replica can take (model_router.py, STAGE_TIERS).
 """
 
 from __future__ import annotations

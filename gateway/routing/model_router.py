@@ -5,6 +5,11 @@ Per request: candidates = replicas that are active, healthy, breaker-admitted an
 router's routing history when it has no feed or the request has no token ids); the policy picks; the pick's load
 and index entries are updated at once, so the next request sees them. `release` undoes the load and feeds the
 outcome to the breaker. Everything runs on the event loop thread; nothing here blocks or awaits on the request path.
+
+A pool with prefill replicas is disaggregated (base.py's Stage): candidates are then the replicas of the request's
+stage, tier by tier (`STAGE_TIERS`: a tier is used when no replica of the ones before it can take the request), and
+the decode hop is chosen by the decode policy (policies/decode_load.py). A pool without prefill replicas routes every
+request as before, whatever its stage and its replicas' roles.
 """
 
 from __future__ import annotations
@@ -23,15 +28,17 @@ from gateway.routing.base import (
     OK,
     NoHealthyReplicaError,
     ReplicaInfo,
+    Role,
     Route,
     RouteRequest,
+    Stage,
 )
 from gateway.routing.config import ModelRoutingConfig, ReplicaConfig
 from gateway.routing.hashing import RequestHashes
 from gateway.routing.history_index import HistoryIndex
 from gateway.routing.kv_events import KvEventsSubscriber
 from gateway.routing.metrics import Metric, RoutingMetrics
-from gateway.routing.policies import Candidate, PolicyRequest, make_policy
+from gateway.routing.policies import Candidate, Policy, PolicyRequest, make_decode_policy, make_policy
 from gateway.routing.prefix_index import PendingIndex, PreciseIndex, match_prefix
 from gateway.routing.probes import probe_health, scrape_load
 from gateway.routing.replica import ACTIVE, DRAINING, REMOVING, Replica
@@ -40,6 +47,15 @@ logger = logging.getLogger(__name__)
 
 # Tickets are unique across every ModelRouter of the process, so PrefixRouter.release finds the owner by ticket.
 _tickets = itertools.count(1)
+
+STAGE_TIERS: dict[Stage, tuple[Role, ...]] = {
+    Stage.PREFILL: (Role.PREFILL,),
+    # Every replica serves requests whole too (docs/architecture.md), so the decode hop and whole requests go on
+    # while a pool is down: a decode hop without a decode replica is served whole, with no KV handoff.
+    Stage.DECODE: (Role.DECODE, Role.BOTH, Role.PREFILL),
+    Stage.WHOLE: (Role.BOTH, Role.DECODE, Role.PREFILL),
+}
+"""A disaggregated model's candidates per stage: the routable replicas of the first role that has any."""
 
 
 class UnknownReplicaError(KeyError):
@@ -63,7 +79,10 @@ class ModelRouter:
         self.config = config
         self.metrics = metrics
         self.policy = make_policy(config.policy)
+        self.decode_policy = make_decode_policy(config.policy)
         self.replicas: dict[str, Replica] = {}
+        self.disaggregated = False
+        """The pool has prefill replicas: requests are routed by stage."""
         self.precise = PreciseIndex()
         self.pending = PendingIndex()
         self.history = HistoryIndex(config.index.history_ttl_s, config.index.history_max_blocks)
@@ -92,9 +111,16 @@ class ModelRouter:
 
     def route(self, request: RouteRequest, exclude: frozenset[str]) -> Route:
         hashes = RequestHashes(request, self.config.index.block_size, self.config.index.chars_per_block)
-        replicas = [r for r in self.replicas.values() if r.name not in exclude and r.routable()]
+        policy = self.policy
+        if self.disaggregated:
+            replicas = self._stage_candidates(request.stage, exclude)
+            if request.stage == Stage.DECODE:
+                policy = self.decode_policy
+        else:
+            replicas = [r for r in self.replicas.values() if r.name not in exclude and r.routable()]
         if not replicas:
-            self._metric(self.metrics.no_replica).inc()
+            if request.stage != Stage.PREFILL:  # a prefill hop that finds none is skipped, the client not refused
+                self._metric(self.metrics.no_replica).inc()
             raise NoHealthyReplicaError(self.model, retry_after_s=self._retry_after_s())
         matched_tokens = self._matched_tokens(hashes, replicas)
         block_size = hashes.block_size
@@ -109,12 +135,12 @@ class ModelRouter:
             block_size=block_size,
             fallback_key=hashes.fallback_key(),
         )
-        choice = self.policy.choose(policy_request, candidates)
+        choice = policy.choose(policy_request, candidates)
         replica = replicas[choice.index]
         saved_tokens = min(matched_tokens.get(replica.name, 0), hashes.prompt_tokens)
         ticket = self._admit(replica, hashes, saved_tokens, request.max_tokens)
-        self._observe(replica.name, choice.reason, hashes.prompt_tokens, saved_tokens, choice.load_tokens)
-        return Route(replica.name, replica.url, saved_tokens, self.policy.name, ticket)
+        self._observe(replica.name, policy, choice.reason, hashes.prompt_tokens, saved_tokens, choice.load_tokens)
+        return Route(replica.name, replica.url, saved_tokens, policy.name, ticket, replica.config.role)
 
     def owns(self, ticket: int) -> bool:
         return ticket in self._tickets
@@ -155,12 +181,14 @@ class ModelRouter:
 
     def add_replica(self, config: ReplicaConfig) -> ReplicaInfo:
         existing = self.replicas.get(config.name)
-        if existing is not None and existing.url == config.url and existing.state != ACTIVE:
+        same = existing is not None and (existing.url, existing.config.role) == (config.url, config.role)
+        if existing is not None and same and existing.state != ACTIVE:
             existing.state = ACTIVE  # re-adding a draining replica puts it back in service
             return self._info(existing)
         if existing is not None:
             raise ValueError(
-                f"replica {config.name!r} of model {self.model!r} exists ({existing.url}); remove it first"
+                f"replica {config.name!r} of model {self.model!r} exists ({existing.url}, role "
+                f"{existing.config.role}); remove it first"
             )
         replica = self._add(config)
         if self._client is not None:
@@ -193,8 +221,17 @@ class ModelRouter:
     def _add(self, config: ReplicaConfig) -> Replica:
         replica = Replica.from_config(config, self.config.health)
         self.replicas[config.name] = replica
+        self.disaggregated = self.disaggregated or config.role == Role.PREFILL
         self._update_health_gauge(replica)
         return replica
+
+    def _stage_candidates(self, stage: Stage, exclude: frozenset[str]) -> list[Replica]:
+        routable = [r for r in self.replicas.values() if r.name not in exclude and r.routable()]
+        for role in STAGE_TIERS[stage]:
+            tier = [r for r in routable if r.config.role == role]
+            if tier:
+                return tier
+        return []
 
     def _get(self, name: str) -> Replica:
         if name not in self.replicas:
@@ -246,8 +283,10 @@ class ModelRouter:
         self._tickets[ticket] = _Ticket(replica.name, uncached_tokens, max_tokens, pending_hashes, breaker_trial)
         return ticket
 
-    def _observe(self, name: str, reason: str, prompt_tokens: int, saved_tokens: int, load_tokens: float) -> None:
-        self._metric(self.metrics.decisions, name, self.policy.name, reason).inc()
+    def _observe(
+        self, name: str, policy: Policy, reason: str, prompt_tokens: int, saved_tokens: int, load_tokens: float
+    ) -> None:
+        self._metric(self.metrics.decisions, name, policy.name, reason).inc()
         self._metric(self.metrics.prompt_tokens).inc(prompt_tokens)
         self._metric(self.metrics.matched_prefix_tokens, name).inc(saved_tokens)
         self._metric(self.metrics.score_saved_tokens).observe(saved_tokens)
@@ -263,6 +302,7 @@ class ModelRouter:
         for task in self._tasks.pop(name, []):
             task.cancel()
         self.replicas.pop(name, None)
+        self.disaggregated = any(r.config.role == Role.PREFILL for r in self.replicas.values())
         self.precise.forget(name)
         self.history.forget(name)
         self.metrics.forget_replica(self.model, name)

@@ -59,6 +59,7 @@ class Replica:
             model=model,
             name=self.name,
             url=self.url,
+            role=self.config.role,
             state=self.state,
             healthy=self.healthy,
             breaker=self.breaker.state,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 from prometheus_client import CollectorRegistry
 
-from gateway.routing.base import NoHealthyReplicaError, ReplicaInfo, Route, RouteRequest
+from gateway.routing.base import NoHealthyReplicaError, ReplicaInfo, Role, Route, RouteRequest
 from gateway.routing.config import ModelRoutingConfig, ReplicaConfig, parse_model_config
 from gateway.routing.metrics import RoutingMetrics
 from gateway.routing.model_router import ModelRouter, UnknownReplicaError
@@ -33,6 +33,10 @@ class PrefixRouter:
     def models(self) -> list[str]:
         return [m for m, router in self._models.items() if router.replicas]
 
+    def disaggregated(self, model: str) -> bool:
+        router = self._models.get(model)
+        return router is not None and router.disaggregated
+
     def route(self, request: RouteRequest, exclude: frozenset[str] = frozenset()) -> Route:
         router = self._models.get(request.model)
         if router is None:
@@ -55,9 +59,12 @@ class PrefixRouter:
 
     # -- admin API ---------------------------------------------------------------------------------------------------
 
-    def add_replica(self, model: str, name: str, url: str, kv_events: bool = True) -> ReplicaInfo:
-        """Add a replica (a model not seen before starts with default routing settings)."""
-        config = ReplicaConfig(name=name, url=url, kv_events=kv_events)
+    def add_replica(
+        self, model: str, name: str, url: str, kv_events: bool = True, role: Role = Role.BOTH
+    ) -> ReplicaInfo:
+        """Add a replica (a model not seen before starts with default routing settings). A first prefill replica
+        makes the model disaggregated from its next request on."""
+        config = ReplicaConfig(name=name, url=url, kv_events=kv_events, role=role)
         router = self._models.get(model)
         if router is None:
             router = ModelRouter(parse_model_config(model, {"replicas": []}), self.metrics)

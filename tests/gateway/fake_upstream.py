@@ -6,6 +6,7 @@ Behaviour is steered per request by an extra body field the gateway passes throu
              "cached_tokens": 4}                         # usage.prompt_tokens_details.cached_tokens
     "usage": "no_completion_tokens" sends usage without completion_tokens.
 Every request body it receives is kept in `received`; streams the client abandoned are counted in `cancelled`.
+/v1/embeddings answers a small vector per input.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class FakeUpstream:
             routes=[
                 Route("/v1/chat/completions", self.chat, methods=["POST"]),
                 Route("/v1/completions", self.completions, methods=["POST"]),
+                Route("/v1/embeddings", self.embeddings, methods=["POST"]),
                 Route("/v1/models", self.models, methods=["GET"]),
                 Route("/health", lambda r: JSONResponse({"ok": True}), methods=["GET"]),
             ]
@@ -38,6 +40,18 @@ class FakeUpstream:
 
     async def models(self, request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [{"id": "fake", "object": "model"}]})
+
+    async def embeddings(self, request: Request) -> Response:
+        """One two-dimensional vector per input; usage with `fake.prompt_tokens` (default 11)."""
+        body = await request.json()
+        self.received.append(body)
+        self.headers.append(dict(request.headers))
+        raw = body["input"]
+        inputs = [raw] if isinstance(raw, str) or (raw and isinstance(raw[0], int)) else raw
+        prompt_tokens = int((body.get("fake") or {}).get("prompt_tokens", 11))
+        data = [{"object": "embedding", "index": i, "embedding": [float(i), 1.0]} for i in range(len(inputs))]
+        usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}
+        return JSONResponse({"object": "list", "data": data, "model": body.get("model"), "usage": usage})
 
     async def chat(self, request: Request) -> Response:
         return await self._answer(request, chat=True)
@@ -49,6 +63,10 @@ class FakeUpstream:
         body = await request.json()
         self.received.append(body)
         self.headers.append(dict(request.headers))
+        return await self._respond(body, chat)
+
+    async def _respond(self, body: dict, chat: bool) -> Response:
+        """The answer to a recorded request (a subclass changes it here)."""
         fake = body.get("fake") or {}
         if fake.get("delay_s"):
             await asyncio.sleep(fake["delay_s"])

@@ -10,9 +10,9 @@ from prometheus_client import CollectorRegistry
 from starlette.responses import Response
 
 from gateway.admin.console.page import Page, redirect
-from gateway.admin.replicas import applied, check_changeable, new_replica
+from gateway.admin.replicas import applied, check_changeable, new_replica, replica_args
 from gateway.errors import ApiError
-from gateway.routing.base import ReplicaAdmin, ReplicaInfo
+from gateway.routing.base import ReplicaAdmin, ReplicaInfo, Role
 
 _PROMPT_TOKENS = "sluicegate_routing_prompt_tokens_total"
 _MATCHED_TOKENS = "sluicegate_routing_matched_prefix_tokens_total"
@@ -79,9 +79,13 @@ def _model(page: Page) -> str:
 async def add_replica(page: Page) -> Response:
     router, model = _router(page), _model(page)
     check_changeable(page.gw)
-    body = {"name": page.form.get("name", "").strip(), "url": page.form.get("url", "").strip()}
-    name, url, kv_events = new_replica({**body, "kv_events": "kv_events" in page.form})
-    applied(router.add_replica, model, name, url, kv_events)
+    body = {
+        "name": page.form.get("name", "").strip(),
+        "url": page.form.get("url", "").strip(),
+        "kv_events": "kv_events" in page.form,
+        "role": page.form.get("role", Role.BOTH),
+    }
+    applied(router.add_replica, model, *replica_args(new_replica(body)))
     return redirect("/replicas", "added")
 
 

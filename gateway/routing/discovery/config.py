@@ -20,6 +20,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from gateway.routing.base import Role
+from gateway.routing.config import RoleField
 from sluicegate.schema import Schema
 
 Port = Annotated[int, Field(ge=1, le=65535)]
@@ -59,6 +61,9 @@ class DiscoveryConfig(Schema):
     """Period of the look-up: a replica joins or leaves the pool within about this long."""
     kv_events: bool = True
     """Whether the replicas found publish GET /v1/kv/events (sluicegate engines do; false for vLLM and others)."""
+    role: RoleField = Role.BOTH
+    """The role of the replicas found (prefill, decode or both): one pool of a disaggregated model may be discovered,
+    the other listed under `replicas`."""
     nameservers: list[str] | None = None
     """Resolvers to ask, as `ip` or `ip:port`; None: the system's (/etc/resolv.conf)."""
     timeout_s: Annotated[float, Field(gt=0)] = 2.0

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from gateway.routing.base import ReplicaAdmin, ReplicaInfo
+from gateway.routing.base import ReplicaAdmin, ReplicaInfo, Role
 from gateway.routing.discovery.source import DiscoveryError, DiscoverySource, Endpoint
 from gateway.routing.model_router import UnknownReplicaError
 from gateway.routing.replica import REMOVING
@@ -23,13 +23,20 @@ logger = logging.getLogger(__name__)
 
 class DiscoveryLoop:
     def __init__(
-        self, model: str, source: DiscoverySource, admin: ReplicaAdmin, interval_s: float, kv_events: bool = True
+        self,
+        model: str,
+        source: DiscoverySource,
+        admin: ReplicaAdmin,
+        interval_s: float,
+        kv_events: bool = True,
+        role: Role = Role.BOTH,
     ) -> None:
         self.model = model
         self.source = source
         self.admin = admin
         self.interval_s = interval_s
         self.kv_events = kv_events
+        self.role = role
         self.owned: dict[str, str] = {}
         """Replica name -> URL of the replicas this loop added and has not removed."""
         self.last_error: str | None = None
@@ -99,7 +106,7 @@ class DiscoveryLoop:
 
     def _add(self, name: str, url: str) -> None:
         try:
-            self.admin.add_replica(self.model, name, url, self.kv_events)
+            self.admin.add_replica(self.model, name, url, self.kv_events, self.role)
         except ValueError as exc:
             # This loop's own replica of an old URL is still finishing its requests: added on a later look-up.
             logger.debug("discovery: replica %s of model %r not added yet: %s", name, self.model, exc)

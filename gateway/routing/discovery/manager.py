@@ -49,7 +49,7 @@ def build_discovery(configs: dict[str, DiscoveryConfig], router: Router) -> Disc
         )
     return DiscoveryManager(
         [
-            DiscoveryLoop(model, build_source(config), router, config.interval_s, config.kv_events)
+            DiscoveryLoop(model, build_source(config), router, config.interval_s, config.kv_events, config.role)
             for model, config in configs.items()
         ]
     )

@@ -1,4 +1,5 @@
-"""Replica-selection policies behind one interface (base.py); `make_policy` builds one from its config."""
+"""Replica-selection policies behind one interface (base.py); `make_policy` builds one from its config,
+`make_decode_policy` the decode hop's of a disaggregated model (decode_load.py)."""
 
 from gateway.routing.config import PolicyConfig
 from gateway.routing.policies.base import (
@@ -9,6 +10,7 @@ from gateway.routing.policies.base import (
     ReplicaLoad,
 )
 from gateway.routing.policies.consistent_hash import ConsistentHashPolicy
+from gateway.routing.policies.decode_load import DecodeLoadPolicy
 from gateway.routing.policies.expected_ttft import ExpectedTtftPolicy
 from gateway.routing.policies.least_loaded import LeastLoadedPolicy
 from gateway.routing.policies.prefix_affinity import PrefixAffinityPolicy
@@ -36,10 +38,15 @@ def make_policy(config: PolicyConfig) -> Policy:
     )
 
 
+def make_decode_policy(config: PolicyConfig) -> Policy:
+    return DecodeLoadPolicy(config.waiting_request_tokens, config.kv_usage_tokens)
+
+
 __all__ = [
     "Candidate",
     "Choice",
     "ConsistentHashPolicy",
+    "DecodeLoadPolicy",
     "ExpectedTtftPolicy",
     "LeastLoadedPolicy",
     "Policy",
@@ -47,5 +54,6 @@ __all__ = [
     "PrefixAffinityPolicy",
     "ReplicaLoad",
     "RoundRobinPolicy",
+    "make_decode_policy",
     "make_policy",
 ]

@@ -1,0 +1,129 @@
+"""Hop 1 of a disaggregated request (docs/architecture.md, "Disaggregated prefill and decode"): the prompt is
+prefilled on a prefill replica, whose answer carries the `kv_transfer_params` the decode hop hands to a decode replica.
+
+The hop saves the decode replica work; it is never a failure the client sees. Whatever goes wrong (no prefill replica
+can take it, a refused connection, a timeout, an error status, an answer without kv_transfer_params) the decode hop
+goes on without a handoff and the decode replica prefills the prompt itself. The hop's route is released as soon as
+its answer (or its failure) is in, so the prefill replica's load estimate and circuit breaker count it like any
+request; none of its usage is the client's (settlement reads the decode hop's alone).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from gateway.metrics import GatewayMetrics
+from gateway.request.body import KV_TRANSFER_PARAMS
+from gateway.request.context import Outcome
+from gateway.request.upstream import UpstreamPool, stale_connection
+from gateway.routing.base import NoHealthyReplicaError, Route, Router, RouteRequest
+
+
+class HopOutcome(enum.StrEnum):
+    """The `outcome` label of sluicegate_prefill_hops."""
+
+    OK = "ok"
+    """The prefill replica answered: its handoff (reason `handoff`), or none to make (`no_handoff`: the prompt has
+    no full block)."""
+    FALLBACK = "fallback"
+    """The hop failed (reason: `no_replica`, `connect`, `timeout`, `http_<status>`, `malformed`): the decode replica
+    prefills the prompt itself."""
+    SKIPPED = "skipped"
+    """Not tried: several completions (reason `n`), which one handoff cannot serve, are served whole; a prompt under
+    the model's `prefill_min_prompt_tokens` (reason `short`) is computed by the decode replica."""
+
+
+@dataclass(frozen=True, slots=True)
+class Handoff:
+    replica: str
+    """The prefill replica that answered."""
+    kv_transfer_params: dict[str, Any] | None
+    """Its answer's kv_transfer_params, for the decode hop unchanged; None: nothing to hand over."""
+
+
+class _HopFailed(Exception):
+    def __init__(self, reason: str, outcome: Outcome) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.outcome = outcome
+        """What the router is told: the replica's fault, or OK for a request it refused as the client's (4xx)."""
+
+
+class PrefillHop:
+    """Built once (runtime.py); `run` per disaggregated request."""
+
+    def __init__(self, router: Router, pool: UpstreamPool, metrics: GatewayMetrics) -> None:
+        self._router = router
+        self._pool = pool
+        self._metrics = metrics
+
+    def skipped(self, model: str, reason: str) -> None:
+        self._metrics.child(self._metrics.prefill_hops, model, HopOutcome.SKIPPED, reason).inc()
+
+    async def run(self, path: str, request: RouteRequest, body: bytes, headers: dict[str, str]) -> Handoff | None:
+        """Route (`request.stage` is PREFILL), send `body` (body.prefill_body), read the handoff; None when the hop
+        failed. Only a cancellation (the client left, the admission refused) raises."""
+        model = request.model
+        try:
+            route = self._router.route(request)
+        except NoHealthyReplicaError:
+            self._metrics.child(self._metrics.prefill_hops, model, HopOutcome.FALLBACK, "no_replica").inc()
+            return None
+        started_s = time.perf_counter()
+        outcome = Outcome.CLIENT_DISCONNECT  # kept only when cancelled: the request went away, the replica did no wrong
+        try:
+            params = await self._send(route, path, body, headers)
+            outcome = Outcome.OK
+        except _HopFailed as failed:
+            outcome = failed.outcome
+            self._count(model, started_s, HopOutcome.FALLBACK, failed.reason)
+            return None
+        finally:
+            self._router.release(route, outcome)
+        self._count(model, started_s, HopOutcome.OK, "handoff" if params is not None else "no_handoff")
+        return Handoff(route.replica, params)
+
+    async def _send(self, route: Route, path: str, body: bytes, headers: dict[str, str]) -> dict[str, Any] | None:
+        session = self._pool.session(route.url)
+        try:
+            try:
+                response = await session.post(path, data=body, headers=headers, timeout=self._pool.prefill_timeout)
+            except aiohttp.ClientError as exc:
+                if not stale_connection(exc):
+                    raise
+                response = await session.post(path, data=body, headers=headers, timeout=self._pool.prefill_timeout)
+        except TimeoutError:
+            raise _HopFailed("timeout", Outcome.ERROR_BEFORE_FIRST_BYTE) from None
+        except aiohttp.ClientError:
+            raise _HopFailed("connect", Outcome.ERROR_BEFORE_FIRST_BYTE) from None
+        try:
+            if response.status >= 300:
+                # a 4xx refuses the request itself (the decode hop gets the same answer, which the client then sees)
+                blame = Outcome.OK if response.status < 500 else Outcome.ERROR_BEFORE_FIRST_BYTE
+                raise _HopFailed(f"http_{response.status}", blame)
+            data = await response.read()
+        except TimeoutError:
+            raise _HopFailed("timeout", Outcome.ERROR_BEFORE_FIRST_BYTE) from None
+        except aiohttp.ClientError:
+            raise _HopFailed("connect", Outcome.ERROR_BEFORE_FIRST_BYTE) from None
+        finally:
+            response.close()  # read to the end, the connection is back in the pool already; else it is cut
+        try:
+            answer = json.loads(data)
+        except (ValueError, RecursionError):
+            raise _HopFailed("malformed", Outcome.ERROR_BEFORE_FIRST_BYTE) from None
+        params = answer.get(KV_TRANSFER_PARAMS, False) if isinstance(answer, dict) else False
+        if params is None or isinstance(params, dict):
+            return params
+        raise _HopFailed("malformed", Outcome.ERROR_BEFORE_FIRST_BYTE)  # not a prefill replica's answer
+
+    def _count(self, model: str, started_s: float, outcome: HopOutcome, reason: str) -> None:
+        metrics = self._metrics
+        metrics.child(metrics.prefill_seconds, model).observe(time.perf_counter() - started_s)
+        metrics.child(metrics.prefill_hops, model, outcome, reason).inc()
