@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from engine.block_pool import BlockPool
+from engine.errors import RequestError
 from engine.kv_transfer.handoffs import Handoffs
 from engine.kv_transfer.layout import KVLayout, runs
 from engine.kv_transfer.params import RemotePrefill
@@ -124,11 +125,11 @@ def test_a_request_aborted_before_it_ran_gives_its_read_blocks_back(engine):
     engine.abort_request("gone")
     assert engine.pool.num_free_blocks == free_before
 
-    refused = engine.plan_kv_pull(prompt, "", _remote(prompt, 2))
-    assert isinstance(refused, PullPlan)
-    with pytest.raises(Exception, match="request id"):
-        engine.add_request("dup", prompt, SamplingParams(max_tokens=4))
-        engine.add_request("dup", prompt, SamplingParams(max_tokens=4), pulled=refused)  # refused: blocks back
+    second = engine.plan_kv_pull(prompt, "", _remote(prompt, 2))
+    assert isinstance(second, PullPlan)
+    engine.add_request("dup", prompt, SamplingParams(max_tokens=4))
+    with pytest.raises(RequestError, match="request id"):  # refused: the plan it came with goes back
+        engine.add_request("dup", prompt, SamplingParams(max_tokens=4), pulled=second)
     engine.abort_request("dup")
     assert engine.pool.num_free_blocks == free_before
 
