@@ -156,12 +156,14 @@ RUNNERS = {"ours": run_ours, "hf-padded": run_hf_padded, "hf-cb": run_hf_cb}
 def _worker(args) -> int:
     import torch
 
-    torch.set_num_threads(args.threads)  # the same for every system
     work = json.loads(Path(args.workload_file).read_text())
     systems = args.worker.split(",")
     for system in systems:
         if len(systems) > 1:  # one process for all: each system's lazy initialisation stays out of its timing
+            torch.set_num_threads(args.threads)
             RUNNERS[system](args.model, WARMUP, args)
+        # The same for every system at its start (ours may lower it while a neighbour is busy: engine/cpu_threads.py).
+        torch.set_num_threads(args.threads)
         result = RUNNERS[system](args.model, work, args)
         result["peak_rss_mib"] = _peak_rss_mib()  # the process's peak so far: only the first system's is its own
         print(f"RESULT {system} " + json.dumps(result), flush=True)

@@ -52,6 +52,9 @@ class EngineConfig(Schema):
     cpu_threads: Annotated[int, Field(ge=1)] | None = None
     """torch intra-op threads on CPU. None: torch's default (one per core). Several replicas sharing a machine should
     split the cores between them: oversubscribed thread pools make small models many times slower."""
+    cpu_threads_adaptive: bool = True
+    """Without cpu_threads: use fewer threads while other processes keep cores busy (engine/cpu_threads.py); the
+    step's many short multi-threaded ops stall whenever one of their threads waits for a core."""
     enforce_eager: bool = False
     """Disable CUDA graphs for decode steps."""
     cuda_graph_sizes: Annotated[tuple[Annotated[int, Field(ge=1)], ...], Tuple] = (1, 2, 4, 8, 16, 32, 64, 128, 256)

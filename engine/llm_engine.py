@@ -17,6 +17,7 @@ import xgrammar as xgr
 from engine.attention import PagedAttention, attention_ops
 from engine.block_pool import BlockPool, KVBlock
 from engine.config import EngineConfig
+from engine.cpu_threads import AdaptiveThreads, supported
 from engine.cuda_graphs import DecodeGraphRunner
 from engine.detokenizer import IncrementalDetokenizer
 from engine.errors import ContextLengthError, RequestError, RequestTooLargeError
@@ -53,6 +54,9 @@ class LLMEngine:
         self.dtype = resolve_dtype(config.dtype, self.device)
         if self.device.type == "cpu" and config.cpu_threads is not None:
             torch.set_num_threads(config.cpu_threads)
+        self.threads: AdaptiveThreads | None = None  # CPU, no cpu_threads: fewer threads beside a busy neighbour
+        if self.device.type == "cpu" and config.cpu_threads is None and config.cpu_threads_adaptive and supported():
+            self.threads = AdaptiveThreads(torch.get_num_threads(), torch.set_num_threads)
         hf_config = load_hf_config(config.model)
         self.spec = ModelSpec.from_hf_config(hf_config)
         self.model_name = config.served_model_name or Path(config.model).name
@@ -382,6 +386,8 @@ class LLMEngine:
         touched += failed
         now = time.monotonic()
         self.counters.num_steps_total += 1
+        if self.threads is not None:
+            self.threads.after_step()
         self.counters.last_step_time_s = now - started
         outputs = self._make_outputs(touched, now)
         clock.lap("output")
