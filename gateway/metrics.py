@@ -89,7 +89,7 @@ class GatewayMetrics:
         self.prefill_hops = Counter(
             "sluicegate_prefill_hops",
             "Prefill hops of disaggregated models (gateway/request/prefill.py), by outcome (ok; fallback: the decode "
-            "replica prefilled itself; skipped: n > 1) and reason",
+            "replica prefilled itself; skipped: n > 1 or a short prompt) and reason",
             ["model", "outcome", "reason"],
             registry=r,
         )
