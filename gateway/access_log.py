@@ -7,10 +7,11 @@ holds who, what and how long, never the prompt or the answer:
 
     {"time": "2026-12-01T23:59:59.123Z", "request_id": "req-1a2b3c4d-17", "client_request_id": null,
      "tenant": "acme", "key_id": "k_1234abcd5678", "key_name": "ci", "model": "tiny", "replica": "r0",
-     "status": 200, "error": null, "prompt_tokens": 812, "completion_tokens": 64, "cached_tokens": 800,
+     "prefill_replica": null, "status": 200, "error": null, "prompt_tokens": 812, "completion_tokens": 64, "cached_tokens": 800,
      "ttft_ms": 41.2, "duration_ms": 310.5, "stream": true}
 
-`ttft_ms` is the replica's first token as the gateway saw it (a non-streamed answer: the whole answer); null when
+`prefill_replica` names the prefill replica whose KV handoff the answering replica got (a disaggregated model's
+prefill hop, docs/architecture.md); null when it got none. `ttft_ms` is the replica's first token as the gateway saw it (a non-streamed answer: the whole answer); null when
 none came. `cached_tokens` is the replica's `usage.prompt_tokens_details.cached_tokens`, when it reports one.
 Building the line is one dict and one json.dumps per request; the loop then puts the string on a queue, and a
 thread of its own writes it (sluicegate/json_logs.py).
@@ -43,6 +44,8 @@ class Ending:
     """Unix time it ended."""
     replica: str | None
     """The replica that took it last (None: it was never sent)."""
+    prefill_replica: str | None
+    """The prefill replica whose handoff `replica` got (None: no handoff)."""
     first_token_s: float
     """perf_counter() of the replica's first token; 0.0 when none came."""
     error: str | None
@@ -62,7 +65,10 @@ class AccessLog:
             error = "upstream_error"
         elif error is None and attempt.cut:
             error = "content_policy_violation"
-        return Ending(ctx.phase, time.perf_counter(), time.time(), attempt.replica, attempt.first_token_s, error)
+        return Ending(
+            ctx.phase, time.perf_counter(), time.time(), attempt.replica, attempt.prefill_replica,
+            attempt.first_token_s, error,
+        )  # fmt: skip
 
     def write(self, ctx: RequestContext, ending: Ending, prompt_tokens: int, completion_tokens: int) -> None:
         identified, authed = ending.phase >= RequestPhase.IDENTIFIED, ending.phase >= RequestPhase.AUTHED
@@ -77,6 +83,7 @@ class AccessLog:
             "key_name": ctx.key.name if identified else None,
             "model": ctx.parsed.model if authed else None,
             "replica": ending.replica,
+            "prefill_replica": ending.prefill_replica,
             "status": ctx.delivery.status or 499,
             "error": ending.error,
             "prompt_tokens": prompt_tokens,

@@ -27,6 +27,7 @@ FIELDS = {
     "key_name",
     "model",
     "replica",
+    "prefill_replica",
     "status",
     "error",
     "prompt_tokens",

@@ -9,6 +9,7 @@ import httpx
 import openai
 import pytest
 
+from gateway.access_log import ACCESS_LOGGER
 from gateway.request import overlap
 from tests.gateway.conftest import REDIS_URL, Admin, gateway_config, serve_gateway, wait_until
 from tests.gateway.disagg_upstream import (
@@ -24,6 +25,7 @@ from tests.gateway.disagg_upstream import (
 )
 from tests.gateway.fake_upstream import TOKEN, FakeUpstream
 from tests.gateway.servers import ThreadServer, free_port
+from tests.log_capture import captured
 
 CHAT = [{"role": "user", "content": "a prompt long enough to fill a block or two of the tiny model's cache " * 3}]
 PREFILL_TIMEOUT_S = 0.5
@@ -102,15 +104,19 @@ def pool(module_pool):
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_chat_takes_the_prefill_hop_and_its_handoff_goes_to_the_decode_replica(pool, stream):
     fake = {"tokens": 5}
-    raw = pool.client().chat.completions.with_raw_response.create(
-        model="tiny", messages=CHAT, max_completion_tokens=9, stream=stream, extra_body={"fake": fake}
-    )
-    if stream:
-        text = "".join(chunk.choices[0].delta.content or "" for chunk in raw.parse() if chunk.choices)
-    else:
-        text = raw.parse().choices[0].message.content
+    with captured(ACCESS_LOGGER) as lines:
+        raw = pool.client().chat.completions.with_raw_response.create(
+            model="tiny", messages=CHAT, max_completion_tokens=9, stream=stream, extra_body={"fake": fake}
+        )
+        if stream:
+            text = "".join(chunk.choices[0].delta.content or "" for chunk in raw.parse() if chunk.choices)
+        else:
+            text = raw.parse().choices[0].message.content
+        wait_until(lambda: any(r.get("request_id") == raw.headers["x-request-id"] for r in lines.records()))
     assert text == TOKEN * 5  # the decode replica's answer, as without disaggregation
     assert raw.headers["x-sluicegate-replica"] == "d0" and raw.headers["x-sluicegate-prefill-replica"] == "p0"
+    [logged] = [r for r in lines.records() if r["request_id"] == raw.headers["x-request-id"]]
+    assert (logged["replica"], logged["prefill_replica"]) == ("d0", "p0")  # the access log names both hops
 
     [prefill_body], [decode_body] = pool.prefill.received, pool.decode.received
     assert prefill_body["stream"] is False and "stream_options" not in prefill_body
