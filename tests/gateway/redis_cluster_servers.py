@@ -162,14 +162,15 @@ class ClusterServers:
 
 class SentinelServers:
     """A master, its replica and one sentinel watching them under `name`. The data nodes refuse writes without
-    a replica in sync (min-replicas-to-write 1), so a write can never land on a master that a failover is leaving
-    behind (it would be lost when it rejoins as a replica)."""
+    a replica in sync (min-replicas-to-write 1, acknowledged within the last second), so a write can never land on a
+    master that a failover is leaving behind (it would be lost when it rejoins as a replica), nor on one whose replica
+    has fallen behind (on a loaded machine; a failover would promote the stale copy)."""
 
     def __init__(self, root: Path, name: str = "sluicegate", tls: Certificates | None = None):
         self.name = name
         self.root = root
         self.tls = tls  # TLS everywhere: the data nodes (clients and replication) and the sentinel
-        safe = ["--min-replicas-to-write", "1", "--min-replicas-max-lag", "10", "--appendonly", "no"]
+        safe = ["--min-replicas-to-write", "1", "--min-replicas-max-lag", "1", "--appendonly", "no"]
         safe += ["--repl-diskless-sync-delay", "0"]  # the demoted master syncs at once, not 5 s later
         if tls:
             safe += ["--tls-replication", "yes"]
@@ -237,8 +238,11 @@ class SentinelServers:
             sentinel.close()
 
     def failover(self) -> None:
-        """SENTINEL FAILOVER, then wait until the replica is master and the old master replicates from it (the
+        """SENTINEL FAILOVER once the replica holds everything written so far (a planned failover; SENTINEL FAILOVER
+        itself does not wait), then wait until the replica is master and the old master replicates from it (the
         sentinel tells the old master so at its next INFO round: up to 10 s)."""
+        written = _offset(self.master, "master_repl_offset")
+        _wait(lambda: _offset(self.replica, "slave_repl_offset") >= written, "the replica caught up")
         sentinel = self.sentinel()
         try:
             sentinel.execute_command("SENTINEL", "FAILOVER", self.name)
@@ -260,6 +264,14 @@ def _role(node: RedisServer) -> str:
     client = node.client()
     try:
         return client.info("replication")["role"]
+    finally:
+        client.close()
+
+
+def _offset(node: RedisServer, field: str) -> int:
+    client = node.client()
+    try:
+        return int(client.info("replication").get(field, -1))
     finally:
         client.close()
 

@@ -62,7 +62,11 @@ def test_a_failover_mid_traffic(fake, tokenizer_dir, sentinel_set):
         wait_until(lambda: httpx.get(gw.url + "/health").json()["redis"] == "up", timeout_s=30)
         # every request's usage, those settled while the master changed included, is on the new master; the admin
         # API's own pooled connection to the old master may answer one read with a 503 (READONLY) before it moves
-        wait_until(lambda: usage_requests(admin, tenant_id) == len(statuses), timeout_s=30)
+        try:
+            wait_until(lambda: usage_requests(admin, tenant_id) == len(statuses), timeout_s=30)
+        except AssertionError:
+            answer = admin.http.get(f"/tenants/{tenant_id}/usage")
+            raise AssertionError(f"{answer.status_code} {answer.text[:300]} != {len(statuses)} requests") from None
         new_master = sentinel_set.replica.client(decode_responses=True)
         try:
             assert new_master.info("replication")["role"] == "master"
