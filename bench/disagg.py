@@ -20,7 +20,6 @@ import asyncio
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,7 +29,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from bench.routing_procs import free_port
+from bench.routing_procs import Proc, free_port
 from bench.serve import percentiles_ms
 
 DEFAULT_MODEL_DIR = Path(".sluicegate/models/small")
@@ -69,34 +68,15 @@ def make_workload(args: argparse.Namespace, vocab: int) -> list[Job]:
     return sorted(jobs, key=lambda job: job.arrival_s)
 
 
-class Replica:
-    """`sluicegate engine` pinned to one core."""
+class Replica(Proc):
+    """`sluicegate engine` pinned to one core, with the requests this client has in flight on it."""
 
     def __init__(self, model: str, core: int | None, role: str, log_dir: Path, num_kv_blocks: int) -> None:
         port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        argv = [sys.executable, "-m", "sluicegate.cli", "engine", "--model", model, "--port", str(port)]
-        argv += ["--served-model-name", "m", "--cpu-threads", "1", "--num-kv-blocks", str(num_kv_blocks)]
-        argv += ["--kv-role", role, "--log-level", "warning", "--no-request-log"]
-        self.log_path = log_dir / f"{role}-{port}.log"
-        pin = (lambda: os.sched_setaffinity(0, {core})) if core is not None else None
-        env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=pin)
+        args = ["engine", "--model", model, "--port", str(port), "--served-model-name", "m", "--cpu-threads", "1"]
+        args += ["--num-kv-blocks", str(num_kv_blocks), "--kv-role", role, "--log-level", "warning", "--no-request-log"]
+        super().__init__(args, port, log_dir / f"{role}-{port}.log", core, {**os.environ, "OMP_NUM_THREADS": "1"})
         self.in_flight = 0
-
-    def wait_healthy(self, timeout_s: float = 300.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"{self.url} exited; see {self.log_path}")
-            try:
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"{self.url} not healthy; see {self.log_path}")
 
     def metrics(self) -> dict[str, float]:
         values: dict[str, float] = {}
@@ -105,14 +85,6 @@ class Replica:
                 name = line.split("{", 1)[0]
                 values[name] = values.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
         return values
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
 
 
 async def _stream(http: httpx.AsyncClient, url: str, body: dict, result: Result, sent_s: float) -> None:

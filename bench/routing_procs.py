@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -22,13 +23,16 @@ def free_port() -> int:
 class Proc:
     """A `sluicegate ...` subprocess listening on `url`; its stderr goes to a log file for post-mortems."""
 
-    def __init__(self, args: list[str], port: int, log_path: Path) -> None:
+    def __init__(self, args: list[str], port: int, log_path: Path, core: int | None = None, env=None) -> None:
+        """`core`: pin the process to that CPU; `env`: its environment (default: this one's)."""
         self.url = f"http://127.0.0.1:{port}"
         self.log_path = log_path
         self._log = open(log_path, "wb")
+        pin = (lambda: os.sched_setaffinity(0, {core})) if core is not None else None
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "sluicegate.cli", *args], stdout=subprocess.DEVNULL, stderr=self._log
-        )
+            [sys.executable, "-m", "sluicegate.cli", *args], stdout=subprocess.DEVNULL, stderr=self._log, env=env,
+            preexec_fn=pin,
+        )  # fmt: skip
 
     def wait_healthy(self, timeout_s: float = 300.0) -> None:
         deadline = time.monotonic() + timeout_s

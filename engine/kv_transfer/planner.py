@@ -9,7 +9,7 @@ from engine.block_pool import BlockPool
 from engine.kv_transfer.params import Handoff, RemotePrefill
 from engine.kv_transfer.pull_plan import PullPlan
 from engine.sequence import Sequence
-from sluicegate.block_hash import next_block_hash, root_hash
+from sluicegate.block_hash import block_hashes
 
 
 class PullRefusal(Enum):
@@ -26,11 +26,9 @@ def handoff_of(seq: Sequence, block_size: int) -> Handoff | None:
     num_blocks = min((len(prompt) - 1) // block_size, seq.num_computed_tokens // block_size, len(seq.block_table))
     if num_blocks <= 0:
         return None
-    parent = root_hash(seq.request.cache_salt)
-    for i in range(num_blocks):
-        parent = next_block_hash(parent, prompt[i * block_size : (i + 1) * block_size])
+    prefix_hash = block_hashes(prompt[: num_blocks * block_size], block_size, seq.request.cache_salt)[-1]
     block_ids = tuple(block.block_id for block in seq.block_table[:num_blocks])
-    return Handoff(block_ids, num_blocks * block_size, parent)
+    return Handoff(block_ids, num_blocks * block_size, prefix_hash)
 
 
 def plan_pull(
@@ -40,10 +38,7 @@ def plan_pull(
     does (so the reads' allocations cannot evict them)."""
     num_blocks = min(len(remote.block_ids), (len(prompt) - 1) // block_size)
     chunks = [tuple(prompt[i * block_size : (i + 1) * block_size]) for i in range(num_blocks)]
-    hashes, parent = [], root_hash(cache_salt)
-    for chunk in chunks:
-        parent = next_block_hash(parent, chunk)
-        hashes.append(parent)
+    hashes = block_hashes(prompt[: num_blocks * block_size], block_size, cache_salt)
     if num_blocks < len(remote.block_ids) or not hashes or hashes[-1] != remote.prefix_hash:
         return PullRefusal.MISMATCH
     cached = []

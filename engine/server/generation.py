@@ -146,7 +146,14 @@ async def collect_or_abort(
 
 
 async def _whole(
-    http_request, stream: OutputStream, request, fmt, engine, head: dict, usage: _Usage, kv_transfer
+    http_request,
+    stream: OutputStream,
+    request,
+    fmt,
+    engine,
+    head: dict,
+    usage: _Usage,
+    kv_transfer: KVTransferService | None,
 ) -> Response:
     handoffs: dict[str, Handoff] = {}
     collect = _collect(stream, request.params.n, usage, handoffs)
@@ -167,6 +174,7 @@ async def _whole(
             choice["message"], called = tool_response.message(request.tool_parser, choice["message"]["content"])
             choice["finish_reason"] = tool_response.finish_reason(choice["finish_reason"], called)
     if request.kv_transfer is not None and request.kv_transfer.remote_decode:
+        assert kv_transfer is not None  # _pull refused do_remote_decode on a replica without one
         request_id, handoff = next(iter(handoffs.items()), (stream.request_ids[0], None))
         local_address = http_request.scope.get("server")
         body["kv_transfer_params"] = kv_transfer.handoff_params(handoff, request_id, local_address)

@@ -63,7 +63,9 @@ class KVTransferService:
         self.connector.close()
 
     # -- prefill side -------------------------------------------------------------------------------------------
-    def handoff_params(self, handoff: Handoff | None, request_id: str, local_address: tuple[str, int] | None):
+    def handoff_params(
+        self, handoff: Handoff | None, request_id: str, local_address: tuple[str, int] | None
+    ) -> dict[str, Any] | None:
         """The response's kv_transfer_params (None when there is nothing to hand over). The host is the one the
         gateway reached this replica on, unless --kv-transfer-host names another."""
         if handoff is None:

@@ -18,17 +18,17 @@ from sluicegate.block_hash import next_block_hash, root_hash
 BS = 4
 
 
-def chain(tokens: list[int], num_blocks: int, salt: str = "") -> list[int]:
+def chain(tokens: list[int], num_blocks: int, salt: str = "", block_size: int = BS) -> list[int]:
     hashes, parent = [], root_hash(salt)
     for i in range(num_blocks):
-        parent = next_block_hash(parent, tokens[i * BS : (i + 1) * BS])
+        parent = next_block_hash(parent, tokens[i * block_size : (i + 1) * block_size])
         hashes.append(parent)
     return hashes
 
 
-def remote_for(tokens: list[int], num_blocks: int, salt: str = "") -> RemotePrefill:
-    return RemotePrefill("e" * 32, "127.0.0.1", 1, tuple(range(100, 100 + num_blocks)), "r", num_blocks * BS,
-                         chain(tokens, num_blocks, salt)[-1])  # fmt: skip
+def remote_for(tokens: list[int], num_blocks: int, salt: str = "", block_size: int = BS) -> RemotePrefill:
+    return RemotePrefill("e" * 32, "127.0.0.1", 1, tuple(range(100, 100 + num_blocks)), "r", num_blocks * block_size,
+                         chain(tokens, num_blocks, salt, block_size)[-1])  # fmt: skip
 
 
 def free_state(pool: BlockPool) -> tuple[int, list[int]]:
@@ -105,7 +105,7 @@ def test_the_engine_takes_read_blocks_as_a_prefix_hit_and_gives_every_reference_
     is as free as before."""
     prompt = [(7 * i) % 500 + 1 for i in range(53)]  # 3 full blocks usable
     free_before = engine.pool.num_free_blocks
-    plan = engine.plan_kv_pull(prompt, "", _remote(prompt, 3))
+    plan = engine.plan_kv_pull(prompt, "", remote_for(prompt, 3, block_size=16))
     assert isinstance(plan, PullPlan) and plan.first_block == 0 and len(plan.read_blocks) == 3
     engine.add_request("decode", prompt, SamplingParams(max_tokens=4, temperature=0), pulled=plan)
     assert [engine.pool.cached[h] for h in plan.hashes] == plan.read_blocks
@@ -119,27 +119,19 @@ def test_the_engine_takes_read_blocks_as_a_prefix_hit_and_gives_every_reference_
 def test_a_request_aborted_before_it_ran_gives_its_read_blocks_back(engine):
     prompt = [(11 * i) % 500 + 1 for i in range(40)]
     free_before = engine.pool.num_free_blocks
-    plan = engine.plan_kv_pull(prompt, "", _remote(prompt, 2))
+    plan = engine.plan_kv_pull(prompt, "", remote_for(prompt, 2, block_size=16))
     assert isinstance(plan, PullPlan)
     engine.add_request("gone", prompt, SamplingParams(max_tokens=4), pulled=plan)
     engine.abort_request("gone")
     assert engine.pool.num_free_blocks == free_before
 
-    second = engine.plan_kv_pull(prompt, "", _remote(prompt, 2))
+    second = engine.plan_kv_pull(prompt, "", remote_for(prompt, 2, block_size=16))
     assert isinstance(second, PullPlan)
     engine.add_request("dup", prompt, SamplingParams(max_tokens=4))
     with pytest.raises(RequestError, match="request id"):  # refused: the plan it came with goes back
         engine.add_request("dup", prompt, SamplingParams(max_tokens=4), pulled=second)
     engine.abort_request("dup")
     assert engine.pool.num_free_blocks == free_before
-
-
-def _remote(prompt: list[int], num_blocks: int) -> RemotePrefill:
-    hashes, parent = [], root_hash("")
-    for i in range(num_blocks):
-        parent = next_block_hash(parent, prompt[i * 16 : (i + 1) * 16])
-        hashes.append(parent)
-    return RemotePrefill("e" * 32, "127.0.0.1", 1, tuple(range(num_blocks)), "r", num_blocks * 16, hashes[-1])
 
 
 def test_blocks_consecutive_on_both_sides_move_as_one_range_per_region():

@@ -15,10 +15,10 @@ import asyncio
 import itertools
 import json
 import socket
-import threading
 
 from starlette.responses import JSONResponse, Response
 
+from tests.gateway.dying_upstream import SocketUpstream, send_json
 from tests.gateway.fake_upstream import FakeUpstream
 
 PREFILL_USAGE = {"prompt_tokens": 901, "completion_tokens": 1, "total_tokens": 902}
@@ -88,67 +88,24 @@ class HandoffRefusingUpstream(FakeUpstream):
         return JSONResponse(error, status_code=400)
 
 
-class ResettingPrefill:
+class ResettingPrefill(SocketUpstream):
     """A prefill replica that restarted under the gateway's connection pool: each connection answers one prefill
     (a handoff, keep-alive) and is reset at the next request on it, as a restarted process's old sockets are; new
-    connections are answered. Plain sockets in a thread (dying_upstream.py's way), so the timing is the test's."""
+    connections are answered. Plain sockets in a thread (dying_upstream.py's), so the timing is the test's."""
 
     def __init__(self) -> None:
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        super().__init__()
         self.handed: list[dict] = []
         self.resets = 0
-        self._thread = threading.Thread(target=self._serve, daemon=True)
 
-    def __enter__(self) -> ResettingPrefill:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._listener.close()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self._listener.accept()
-            except OSError:  # closed
-                return
-            threading.Thread(target=self._connection, args=(conn,), daemon=True).start()
-
-    def _connection(self, conn: socket.socket) -> None:
-        with conn:
-            answered = False
-            buffer = b""
-            while True:
-                while b"\r\n\r\n" not in buffer:
-                    data = conn.recv(65536)
-                    if not data:
-                        return
-                    buffer += data
-                head, _, buffer = buffer.partition(b"\r\n\r\n")
-                length = next(
-                    (
-                        int(line.split(b":")[1])
-                        for line in head.split(b"\r\n")
-                        if line.lower().startswith(b"content-length:")
-                    ),
-                    0,
-                )
-                while len(buffer) < length:
-                    buffer += conn.recv(65536)
-                buffer = buffer[length:]
-                if head.startswith(b"GET"):  # /health, /metrics: healthy, no load
-                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
-                    continue
-                if answered:
-                    self.resets += 1
-                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-                    return  # closes with a reset
-                answered = True
-                params = {"do_remote_prefill": True, "remote_request_id": f"prefill-req-{len(self.handed)}"}
-                self.handed.append(params)
-                body = json.dumps({"id": "c", "object": "chat.completion", "choices": [], "kv_transfer_params": params})
-                conn.sendall(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                    % (len(body), body.encode())
-                )
+    def _complete(self, conn: socket.socket, served_on_connection: int) -> bool:
+        if served_on_connection:
+            self.resets += 1
+            return False
+        params = {"do_remote_prefill": True, "remote_request_id": f"prefill-req-{len(self.handed)}"}
+        self.handed.append(params)
+        send_json(
+            conn,
+            json.dumps({"id": "c", "object": "chat.completion", "choices": [], "kv_transfer_params": params}).encode(),
+        )
+        return True

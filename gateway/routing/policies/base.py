@@ -62,6 +62,24 @@ class Choice:
     """The chosen replica's load in token units (score part; 0 for policies that do not weigh tokens)."""
 
 
+def saved_tokens(request: PolicyRequest, candidate: Candidate) -> int:
+    """Prompt tokens the candidate is believed to hold already: its matched blocks, at most the whole prompt."""
+    return min(candidate.matched_blocks * request.block_size, request.prompt_tokens)
+
+
+def weighted_load_tokens(
+    load: ReplicaLoad, decode_token_weight: float, waiting_request_tokens: float, kv_usage_tokens: float
+) -> float:
+    """A replica's load in prompt-token units: in-flight prompt tokens, decode tokens at `decode_token_weight`
+    each, and the scraped queue and KV usage at their weights."""
+    return (
+        load.inflight_prompt_tokens
+        + decode_token_weight * load.inflight_decode_tokens
+        + waiting_request_tokens * load.waiting_requests
+        + kv_usage_tokens * load.kv_usage
+    )
+
+
 class Policy(Protocol):
     name: str
 

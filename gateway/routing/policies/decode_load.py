@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gateway.routing.policies.base import Candidate, Choice, PolicyRequest
+from gateway.routing.policies.base import Candidate, Choice, PolicyRequest, saved_tokens, weighted_load_tokens
 
 
 class DecodeLoadPolicy:
@@ -35,23 +35,14 @@ class DecodeLoadPolicy:
 
         def rank(i: int) -> tuple[float, int, int]:
             candidate = candidates[i]
-            cost = self.load_tokens(candidate) - self._saved(request, candidate)
+            cost = self.load_tokens(candidate) - saved_tokens(request, candidate)
             return cost, candidate.load.inflight_requests, (i - self._turn) % n
 
         index = min(range(n), key=rank)
-        saved = self._saved(request, candidates[index])
+        saved = saved_tokens(request, candidates[index])
         load = self.load_tokens(candidates[index])
         return Choice(index=index, reason="prefix" if saved > 0 else "load", saved_tokens=saved, load_tokens=load)
 
     def load_tokens(self, candidate: Candidate) -> float:
-        load = candidate.load
-        return (
-            load.inflight_prompt_tokens
-            + load.inflight_decode_tokens
-            + self.waiting_request_tokens * load.waiting_requests
-            + self.kv_usage_tokens * load.kv_usage
-        )
-
-    @staticmethod
-    def _saved(request: PolicyRequest, candidate: Candidate) -> int:
-        return min(candidate.matched_blocks * request.block_size, request.prompt_tokens)
+        # A decode token weighs as much as a prompt token here: both are KV the replica holds.
+        return weighted_load_tokens(candidate.load, 1.0, self.waiting_request_tokens, self.kv_usage_tokens)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gateway.routing.policies.base import Candidate, Choice, PolicyRequest
+from gateway.routing.policies.base import Candidate, Choice, PolicyRequest, saved_tokens
 
 
 class ExpectedTtftPolicy:
@@ -37,15 +37,11 @@ class ExpectedTtftPolicy:
 
         def rank(i: int) -> tuple[float, int, int]:
             candidate = candidates[i]
-            saved = self._saved(request, candidate)
+            saved = saved_tokens(request, candidate)
             cost = candidate.load.queued_prefill_tokens + request.prompt_tokens - (1 + self.hit_weight) * saved
             return cost, candidate.load.inflight_requests, (i - self._turn) % n
 
         index = min(range(n), key=rank)
-        saved = self._saved(request, candidates[index])
+        saved = saved_tokens(request, candidates[index])
         queued = candidates[index].load.queued_prefill_tokens
         return Choice(index=index, reason="prefix" if saved > 0 else "load", saved_tokens=saved, load_tokens=queued)
-
-    @staticmethod
-    def _saved(request: PolicyRequest, candidate: Candidate) -> int:
-        return min(candidate.matched_blocks * request.block_size, request.prompt_tokens)

@@ -57,7 +57,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gateway.routing.policies.base import Candidate, Choice, PolicyRequest, within_cap
+from gateway.routing.policies.base import (
+    Candidate,
+    Choice,
+    PolicyRequest,
+    saved_tokens,
+    weighted_load_tokens,
+    within_cap,
+)
 
 
 class PrefixAffinityPolicy:
@@ -85,7 +92,7 @@ class PrefixAffinityPolicy:
         n = len(candidates)
         best: tuple[tuple[float, int, int], int, int, float] | None = None
         for i in within_cap(candidates, self.max_load_ratio, self.max_load_slack_requests):
-            saved = min(candidates[i].matched_blocks * request.block_size, request.prompt_tokens)
+            saved = saved_tokens(request, candidates[i])
             load = self.load_tokens(candidates[i])
             rank = (saved - self.load_weight * load, -candidates[i].load.inflight_requests, -((i - self._turn) % n))
             if best is None or rank > best[0]:
@@ -95,10 +102,6 @@ class PrefixAffinityPolicy:
         return Choice(index=index, reason="prefix" if saved > 0 else "load", saved_tokens=saved, load_tokens=load)
 
     def load_tokens(self, candidate: Candidate) -> float:
-        load = candidate.load
-        return (
-            load.inflight_prompt_tokens
-            + self.decode_token_weight * load.inflight_decode_tokens
-            + self.waiting_request_tokens * load.waiting_requests
-            + self.kv_usage_tokens * load.kv_usage
+        return weighted_load_tokens(
+            candidate.load, self.decode_token_weight, self.waiting_request_tokens, self.kv_usage_tokens
         )
