@@ -21,7 +21,7 @@ from gateway.asgi import send_error
 from gateway.config import GatewayConfig
 from gateway.errors import ApiError, unknown_model
 from gateway.request.hooks import RequestHooks
-from gateway.request.parse import CHAT, COMPLETIONS, EMBEDDINGS
+from gateway.request.parse import CHAT, COMPLETIONS, EMBEDDINGS, RESPONSES
 from gateway.request.proxy import CompletionsEndpoint
 from gateway.request_ids import REQUEST_ID, RequestIdMiddleware, client_request_id
 from gateway.routing.base import Router
@@ -36,7 +36,7 @@ def _error(error: ApiError) -> Response:
 
 
 class _FastPaths:
-    """The two completion endpoints straight from the server, past Starlette's middleware and router (~50 us a
+    """The OpenAI endpoints straight from the server, past Starlette's middleware and router (~50 us a
     request); everything else, lifespan included, goes to the Starlette app (which gets `x-request-id` on every
     response from RequestIdMiddleware; the endpoints set their own)."""
 
@@ -142,6 +142,7 @@ def build_app(
         "/v1/chat/completions": CompletionsEndpoint(gw.endpoint_parts, CHAT),
         "/v1/completions": CompletionsEndpoint(gw.endpoint_parts, COMPLETIONS),
         "/v1/embeddings": CompletionsEndpoint(gw.endpoint_parts, EMBEDDINGS),
+        "/v1/responses": CompletionsEndpoint(gw.endpoint_parts, RESPONSES),
     }
     app = Starlette(
         routes=[

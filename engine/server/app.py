@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from engine.pooling import Pooling
-from engine.server import embeddings, generation, kv_events, protocol, sse
+from engine.server import embeddings, generation, kv_events, protocol, responses, sse
 from engine.server.async_engine import AsyncEngine
 from engine.server.config import ServerConfig
 from engine.server.errors import (
@@ -122,6 +122,7 @@ def _routes() -> list[Route]:
     return [
         Route("/v1/completions", completions, methods=["POST"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/responses", responses_endpoint, methods=["POST"]),
         Route("/v1/embeddings", embeddings_endpoint, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
@@ -147,6 +148,16 @@ async def chat_completions(request: Request) -> Response:
     replica = _replica(request)
     body = protocol.parse_json(await _read_body(request, replica.config.max_request_body_bytes))
     return await _generate(request, replica, protocol.parse_chat(body, replica.tool_parser), replica.chat_format)
+
+
+async def responses_endpoint(request: Request) -> Response:
+    replica = _replica(request)
+    body = protocol.parse_json(await _read_body(request, replica.config.max_request_body_bytes))
+
+    async def generate_chat(chat: dict) -> Response:
+        return await _generate(request, replica, protocol.parse_chat(chat, replica.tool_parser), replica.chat_format)
+
+    return await responses.serve(body, replica.model_name, generate_chat)
 
 
 async def _generate(request: Request, replica: Replica, parsed: protocol.GenerateRequest, fmt) -> Response:

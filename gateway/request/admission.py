@@ -30,10 +30,12 @@ from gateway.request.parse import (
     CHAT,
     COMPLETIONS,
     EMBEDDINGS,
+    RESPONSES,
     parse_chat,
     parse_completion,
     parse_embeddings,
     parse_json,
+    parse_responses,
 )
 from gateway.request.precheck import DeniedKeys
 from gateway.request.prompts import measure
@@ -45,7 +47,7 @@ from gateway.store import base
 from gateway.store.base import Admission, AdmitRequest, reservation
 from gateway.store.spend import worst_cost_micro_usd
 
-_PARSERS = {CHAT: parse_chat, COMPLETIONS: parse_completion, EMBEDDINGS: parse_embeddings}
+_PARSERS = {CHAT: parse_chat, COMPLETIONS: parse_completion, EMBEDDINGS: parse_embeddings, RESPONSES: parse_responses}
 
 
 class AdmittingStore(Protocol):
@@ -93,7 +95,7 @@ class AdmissionControl:
         ctx.phase = RequestPhase.AUTHED
         self._precheck(key, tenant)
         with stage("guardrails.input"):
-            parsed.body = await p.hooks.check_input(tenant, ctx.kind, parsed.body)
+            parsed.body = await p.hooks.check_input(tenant, parsed.kind, parsed.body)
 
     async def admit(self, ctx: RequestContext, attempt: UpstreamAttempt) -> None:
         """Steps 4-5: tokenize, then the admission script, with `attempt` started meanwhile when the overlap gate

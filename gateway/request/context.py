@@ -74,7 +74,7 @@ class Delivery:
 @dataclass
 class RequestContext:
     kind: str
-    """parse.CHAT or parse.COMPLETIONS."""
+    """The endpoint: parse.CHAT, COMPLETIONS, EMBEDDINGS or RESPONSES (what the replica is asked: parsed.kind)."""
     request_id: str
     """The gateway's unique id for this request (the store's in-flight entry, the replica's x-request-id)."""
     shown_request_id: bytes

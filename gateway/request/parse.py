@@ -12,10 +12,13 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from gateway.errors import invalid_request
+from sluicegate.responses import ResponsesRequestError, to_chat
 
 CHAT = "chat"
 COMPLETIONS = "completions"
 EMBEDDINGS = "embeddings"
+RESPONSES = "responses"
+"""/v1/responses: parsed into a chat request (kind CHAT), answered in the Responses API's shape."""
 MAX_EMBEDDING_INPUTS = 2048  # OpenAI's limit on inputs per request
 MAX_N = 128
 MAX_TOKENS = 2**31 - 1
@@ -44,6 +47,8 @@ class ParsedRequest:
     prompts: list[str | list[int]]  # completions and embeddings: list of str or of token-id lists; chat: []
     original_body: JsonObject | None = None
     """The body as parsed, before the input hook; `body is original_body` means it went through unchanged."""
+    responses: JsonObject | None = None
+    """The client's Responses API body when it came to /v1/responses (`body` is the chat body it asks for)."""
 
 
 def parse_json(raw: bytes) -> JsonObject:
@@ -139,6 +144,19 @@ def parse_chat(body: JsonObject) -> ParsedRequest:
     if tools is not None and not isinstance(tools, list):
         raise invalid_request("tools must be an array.", param="tools")
     return _common(CHAT, body, [])
+
+
+def parse_responses(body: JsonObject) -> ParsedRequest:
+    """A Responses API request as the chat request it maps onto: limits, guardrails and routing see chat."""
+    try:
+        chat = to_chat(body)
+    except ResponsesRequestError as exc:
+        raise invalid_request(exc.message, param=exc.param) from None
+    parsed = parse_chat(chat)
+    # Not the client's bytes: the upstream gets the chat body re-encoded (body.py sends raw bytes only when
+    # `body is original_body`). The usage rides in every stream: response.completed reports it.
+    parsed.original_body, parsed.responses, parsed.client_wants_usage = None, body, True
+    return parsed
 
 
 def _is_token_ids(value: object) -> TypeGuard[list[int]]:

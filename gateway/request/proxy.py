@@ -1,5 +1,6 @@
-"""The OpenAI endpoints (/v1/chat/completions, /v1/completions, /v1/embeddings) as plain ASGI: the request path end
-to end.
+"""The OpenAI endpoints (/v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses) as plain ASGI: the
+request path end to end. A /v1/responses request is a chat request from parsing on (sluicegate/responses/): only its
+answer is translated back, after the output guardrails.
 
 Reservation (settlement.py)                     entered first, left last: settles exactly once
   AdmissionControl.prepare (admission.py)       auth, pre-check, input guardrails          -> AUTHED
@@ -26,14 +27,22 @@ from gateway.request.admission import AdmissionControl
 from gateway.request.attempt import UpstreamAttempt, UpstreamLinks
 from gateway.request.context import Outcome, RequestContext, RequestPhase
 from gateway.request.hooks import RequestHooks
-from gateway.request.parse import CHAT, COMPLETIONS, EMBEDDINGS
+from gateway.request.parse import CHAT, COMPLETIONS, EMBEDDINGS, RESPONSES
 from gateway.request.refusals import RefusalLog
 from gateway.request.settlement import Reservation, SettlementParts, completion_count
 from gateway.request.spans import stage
 from gateway.request.stream import StreamScanner, choice_texts, error_event
 from gateway.request_ids import REQUEST_ID, client_request_id
+from sluicegate.responses import ResponseHead, ResponsesStream, response_object
 
-_PATHS = {CHAT: "/v1/chat/completions", COMPLETIONS: "/v1/completions", EMBEDDINGS: "/v1/embeddings"}
+_PATHS = {
+    CHAT: "/v1/chat/completions",
+    COMPLETIONS: "/v1/completions",
+    EMBEDDINGS: "/v1/embeddings",
+    RESPONSES: "/v1/responses",
+}
+_UPSTREAM_PATHS = {**_PATHS, RESPONSES: _PATHS[CHAT]}
+"""What the replica is asked: a Responses request goes upstream as the chat request it maps onto."""
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 
 
@@ -68,7 +77,7 @@ class CompletionsEndpoint:
             await send_error(send, error, [(REQUEST_ID, shown_request_id)])
             return
         ctx = RequestContext(self._kind, request_id, shown_request_id, received_s, header(scope, b"traceparent"))
-        attempt = UpstreamAttempt(p.links, self._path)
+        attempt = UpstreamAttempt(p.links, _UPSTREAM_PATHS[self._kind])
         async with Reservation(p.settlement, ctx, attempt):
             try:
                 await p.admission.prepare(ctx, header(scope, b"authorization"), receive)
@@ -144,7 +153,10 @@ class CompletionsEndpoint:
         # The replica answered: it is healthy and the tenant used its tokens, even if the output check blocks.
         attempt.outcome, delivery.status = Outcome.OK, response.status
         delivery.delivered_any = True
-        data = await self._parts.hooks.check_output(ctx.tenant, self._kind, data)
+        data = await self._parts.hooks.check_output(ctx.tenant, ctx.parsed.kind, data)
+        if ctx.parsed.responses is not None:
+            head = ResponseHead.new(ctx.parsed.model, ctx.parsed.responses)
+            data = json.dumps(response_object(json.loads(data), head), ensure_ascii=False).encode()
         ctx.phase = RequestPhase.STREAMING
         await send_bytes(send, response.status, data, [JSON, *ctx.headers])
         metrics.child(metrics.ttft, ctx.parsed.model).observe(time.perf_counter() - ctx.received_s)
@@ -153,7 +165,10 @@ class CompletionsEndpoint:
         response, delivery, metrics = attempt.response, ctx.delivery, self._parts.metrics
         assert response is not None  # opened: the replica answered 2xx
         scanner = delivery.scanner = StreamScanner(strip_usage=not ctx.parsed.client_wants_usage)
-        transformer = self._parts.hooks.output_transformer(ctx.tenant, self._kind, ctx.parsed.body)
+        transformer = self._parts.hooks.output_transformer(ctx.tenant, ctx.parsed.kind, ctx.parsed.body)
+        responses = None
+        if ctx.parsed.responses is not None:
+            responses = ResponsesStream(ResponseHead.new(ctx.parsed.model, ctx.parsed.responses))
         delivery.status = 200
         ctx.phase = RequestPhase.STREAMING
         await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *ctx.headers]})
@@ -172,6 +187,8 @@ class CompletionsEndpoint:
                 if transformer is not None:
                     data = transformer.feed(data)
                     attempt.cut = transformer.blocked
+                if responses is not None:
+                    data = responses.feed(data)
                 if data:
                     await send({"type": "http.response.body", "body": data, "more_body": True})
                     now = time.perf_counter()
@@ -194,4 +211,6 @@ class CompletionsEndpoint:
         attempt.outcome = Outcome.ERROR_MID_STREAM if tail else Outcome.OK
         if transformer is not None:
             tail = transformer.flush() + tail
+        if responses is not None:
+            tail = responses.feed(tail) + responses.close()
         await send({"type": "http.response.body", "body": tail, "more_body": False})
