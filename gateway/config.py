@@ -41,7 +41,7 @@ from pydantic import AfterValidator, Field, ValidationError, field_validator, mo
 
 from gateway.routing.base import Role
 from gateway.routing.config import RoleField
-from gateway.routing.discovery.config import DiscoveryConfig
+from gateway.routing.discovery.config import DiscoveryConfig, DiscoverySection, entries, name_prefixes
 from gateway.store.redis_url import RedisEndpoint, TlsOptions, parse_redis_url
 from gateway.store.spend import FREE, MAX_USD_PER_MTOK, NANO_PER_MICRO, Price, nano_usd_per_token
 from sluicegate.schema import Schema, explain
@@ -115,9 +115,10 @@ class ModelConfig(Schema):
     replicas: list[ReplicaSpec] = []
     """The OpenAI-compatible upstreams serving it: base URLs or {name, url, kv_events, role} mappings (one URL alone
     is a list of one). At least one, unless `discovery` finds them."""
-    discovery: DiscoveryConfig | None = None
+    discovery: DiscoverySection | None = None
     """Find the replicas at run time: DNS A/SRV records or a Kubernetes Service's EndpointSlices
-    (gateway/routing/discovery/config.py); they join and leave without a restart. Needs the prefix router."""
+    (gateway/routing/discovery/config.py); they join and leave without a restart. Needs the prefix router. One
+    entry, or a list of entries with a `role` each (a disaggregated model's prefill and decode pools)."""
     tokenizer: str | None = None
     """Folder with tokenizer.json (+ chat template) for exact prompt token counts; None: count ~4 bytes a token."""
     block_size: Count = 16
@@ -164,18 +165,33 @@ class ModelConfig(Schema):
             data["block_size"] = index["block_size"]
         return data
 
+    @property
+    def discovery_entries(self) -> list[DiscoveryConfig]:
+        """The entries of `discovery`, one or several (none without it)."""
+        return entries(self.discovery)
+
     @model_validator(mode="after")
     def _some_replicas(self) -> ModelConfig:
         if not self.replicas and self.discovery is None:
             raise ValueError(f"give models.{self.name}.replicas (at least one) or models.{self.name}.discovery")
-        roles = {r.role or Role.BOTH for r in self.replicas}
-        if self.discovery is not None:
-            roles.add(self.discovery.role)
+        found = self.discovery_entries
+        roles = {r.role or Role.BOTH for r in self.replicas} | {entry.role for entry in found}
         if Role.PREFILL in roles and not roles & {Role.DECODE, Role.BOTH}:
+            at = f"models.{self.name}.replicas"
+            if not any(r.role == Role.PREFILL for r in self.replicas):  # the prefill pool is a discovered one
+                first = next(i for i, entry in enumerate(found) if entry.role == Role.PREFILL)
+                at = f"models.{self.name}.discovery" + (f"[{first}]" if len(found) > 1 else "") + ".role"
             raise ValueError(
-                f"models.{self.name}.replicas: prefill replicas hand their KV to decode replicas; give at least one "
-                "replica of role decode (or both)"
+                f"{at}: prefill replicas hand their KV to decode replicas; give at least one replica of role decode "
+                "(or both), listed or discovered"
             )
+        prefixes = name_prefixes(found)
+        for i, prefix in enumerate(prefixes):
+            if prefix and prefix in prefixes[:i]:
+                raise ValueError(
+                    f"models.{self.name}.discovery[{i}].prefix: entries {prefixes.index(prefix)} and {i} would both "
+                    f"name their replicas {prefix}-...; give each entry a distinct `prefix`"
+                )
         return self
 
     @field_validator("tokenizer")
@@ -273,8 +289,9 @@ class UpstreamConfig(Schema):
     max_connections: Count = 1024
     """Pooled connections per upstream."""
     prefill_timeout_s: Seconds = 30.0
-    """Bound on a disaggregated request's prefill hop, from sending it to its whole answer; past it the decode
-    replica prefills the prompt itself (docs/architecture.md, "Disaggregated prefill and decode")."""
+    """Bound on one try of a disaggregated request's prefill hop, from sending it to its whole answer; a try that
+    runs past it is retried once on another prefill replica, then the decode replica prefills the prompt itself
+    (docs/architecture.md, "Disaggregated prefill and decode")."""
 
 
 class GatewayConfig(Schema):
@@ -346,9 +363,9 @@ class GatewayConfig(Schema):
         return router
 
     @property
-    def discovery_models(self) -> dict[str, DiscoveryConfig]:
-        """The models whose replicas are discovered at run time, and how."""
-        return {name: model.discovery for name, model in self.models.items() if model.discovery is not None}
+    def discovery_models(self) -> dict[str, list[DiscoveryConfig]]:
+        """The models whose replicas are discovered at run time, and how: one entry per pool found on its own."""
+        return {name: model.discovery_entries for name, model in self.models.items() if model.discovery is not None}
 
     @property
     def routing_models(self) -> dict[str, dict[str, Any]]:

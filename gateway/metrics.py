@@ -89,7 +89,8 @@ class GatewayMetrics:
         self.prefill_hops = Counter(
             "sluicegate_prefill_hops",
             "Prefill hops of disaggregated models (gateway/request/prefill.py), by outcome (ok; fallback: the decode "
-            "replica prefilled itself; skipped: n > 1 or a short prompt) and reason",
+            "replica prefilled itself; skipped: n > 1 or a short prompt; retried: a first prefill replica failed "
+            "before answering and the hop went on to another, counted again under its final outcome) and reason",
             ["model", "outcome", "reason"],
             registry=r,
         )

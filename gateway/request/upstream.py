@@ -3,7 +3,7 @@
 aiohttp rather than httpx on the hot path: measured on this machine, an httpx client over the httpx-aiohttp
 transport costs ~1.0 ms of CPU per proxied request, a bare aiohttp session ~0.3 ms (bench/gateway.py).
 Timeouts are socket timeouts: `connect_timeout_s` to connect, `read_timeout_s` of silence while waiting for the
-response headers or between two chunks; a prefill hop is bounded as a whole (`prefill_timeout_s`).
+response headers or between two chunks; each try of a prefill hop is bounded as a whole (`prefill_timeout_s`).
 """
 
 from __future__ import annotations

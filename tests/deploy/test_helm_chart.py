@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from gateway.config import config_from_dict
+from gateway.routing.base import Role
 
 CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "sluicegate"
 KUBE_VERSIONS = ("1.25.0", kubernetes_validate.utils.latest_version())  # Chart.yaml: kubeVersion >=1.25
@@ -69,6 +70,22 @@ def find(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict
 def container(workload: dict[str, Any]) -> dict[str, Any]:
     (only,) = workload["spec"]["template"]["spec"]["containers"]
     return only
+
+
+def engine_services(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The engines' headless Services, one per pool, in the order the chart renders them (prefill, then decode)."""
+    return [
+        d
+        for d in docs
+        if d["kind"] == "Service" and d["metadata"]["labels"].get("app.kubernetes.io/component") == "engine"
+    ]
+
+
+def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return selector.items() <= labels.items()
+
+
+DISAGGREGATED = {"enabled": True, "prefill": {"replicaCount": 3}, "decode": {}}
 
 
 # The part of the Prometheus Operator's ServiceMonitor CRD (monitoring.coreos.com/v1) the chart uses: CRDs are not in
@@ -126,6 +143,15 @@ SCENARIOS = {
         gateway__autoscaling={"enabled": False},
         gateway__replicaCount=3,
     ),
+    "disaggregated, dns": values(engine__disaggregated=DISAGGREGATED),
+    "disaggregated, kubernetes discovery, service monitor": values(
+        engine__disaggregated=DISAGGREGATED,
+        gateway__discovery={"mode": "kubernetes", "interval_s": 2},
+        serviceMonitor={"enabled": True},
+    ),
+    "disaggregated, srv": values(
+        engine__disaggregated=DISAGGREGATED, gateway__discovery={"mode": "srv", "interval_s": 5}
+    ),
     "no redis, one gateway, no engines' PDB": values(
         redis={"bundled": {"enabled": False}},
         gateway__autoscaling={"enabled": False},
@@ -165,21 +191,27 @@ def test_the_rendered_gateway_config_is_one_the_gateway_loads(scenario):
     assert ("REDIS_URL" in env) == (scenario != "no redis, one gateway, no engines' PDB")
     served = config.models["llama-3.1-8b-instruct"]
     assert served.replicas == [] and served.discovery is not None
-    headless = find(docs, "Service", "sg-sluicegate-engine-headless")
-    assert headless["spec"]["clusterIP"] == "None"
-    engine_port = headless["spec"]["ports"][0]["port"]
-    if served.discovery.dns is not None:
-        assert served.discovery.dns == "sg-sluicegate-engine-headless.llm.svc.cluster.local"
-        assert served.discovery.port == engine_port
-    elif served.discovery.srv is not None:
-        assert served.discovery.srv == "_http._tcp.sg-sluicegate-engine-headless.llm.svc.cluster.local"
-        assert headless["spec"]["ports"][0]["name"] == "http"  # the SRV record's _http
-    else:
-        target = served.discovery.kubernetes
-        assert target is not None and (target.service, target.namespace, target.port_name) == (
-            "sg-sluicegate-engine-headless", "llm", "http",
-        )  # fmt: skip
-        assert headless["spec"]["ports"][0]["name"] == "http"
+    # One discovery entry per engine pool, naming its headless Service, with its role.
+    services = engine_services(docs)
+    assert len(served.discovery_entries) == len(services) == (2 if scenario.startswith("disaggregated") else 1)
+    if len(services) == 1:  # one pool: one entry, as before the list form
+        assert services[0]["metadata"]["name"] == "sg-sluicegate-engine-headless"
+        assert served.discovery_entries == [served.discovery]
+    for entry, headless in zip(served.discovery_entries, services, strict=True):
+        name = headless["metadata"]["name"]
+        assert headless["spec"]["clusterIP"] == "None"
+        assert entry.role == Role(headless["metadata"]["labels"].get("sluicegate/kv-role", "both"))
+        engine_port = headless["spec"]["ports"][0]["port"]
+        if entry.dns is not None:
+            assert entry.dns == f"{name}.llm.svc.cluster.local"
+            assert entry.port == engine_port
+        elif entry.srv is not None:
+            assert entry.srv == f"_http._tcp.{name}.llm.svc.cluster.local"
+            assert headless["spec"]["ports"][0]["name"] == "http"  # the SRV record's _http
+        else:
+            target = entry.kubernetes
+            assert target is not None and (target.service, target.namespace, target.port_name) == (name, "llm", "http")
+            assert headless["spec"]["ports"][0]["name"] == "http"
 
 
 def test_the_engine_command_is_what_the_engine_parses():
@@ -207,6 +239,79 @@ def test_the_engine_command_is_what_the_engine_parses():
     assert engine["resources"]["limits"]["nvidia.com/gpu"] == 1
     assert {"name": "models", "mountPath": "/models", "readOnly": True} in engine["volumeMounts"]
     assert statefulset["spec"]["serviceName"] == "sg-sluicegate-engine-headless"
+
+
+def test_disaggregated_engines_are_a_prefill_and_a_decode_pool():
+    from engine.config import EngineConfig
+    from engine.server.cli import _parser, build_configs
+
+    pools = {
+        "enabled": True,
+        "prefill": {"replicaCount": 3, "extraArgs": ["--max-num-batched-tokens", "8192"]},
+        "decode": {"resources": {"requests": {"cpu": "8", "memory": "64Gi"}, "limits": {"memory": "96Gi"}}},
+    }
+    chart_values = values(
+        engine__replicaCount=2, engine__extraArgs=["--max-num-seqs", "64"], engine__disaggregated=pools,
+        serviceMonitor={"enabled": True},
+    )  # fmt: skip
+    docs = render(chart_values)
+    statefulsets = {
+        d["metadata"]["name"]: d for d in docs if d["kind"] == "StatefulSet" and "redis" not in d["metadata"]["name"]
+    }
+    assert sorted(statefulsets) == ["sg-sluicegate-engine-decode", "sg-sluicegate-engine-prefill"]
+    prefill, decode = statefulsets["sg-sluicegate-engine-prefill"], statefulsets["sg-sluicegate-engine-decode"]
+    assert (prefill["spec"]["replicas"], decode["spec"]["replicas"]) == (3, 2)  # decode: engine.replicaCount
+
+    prefill_engine, _ = build_configs(_parser().parse_args(container(prefill)["command"][2:]))
+    decode_engine, _ = build_configs(_parser().parse_args(container(decode)["command"][2:]))
+    assert (prefill_engine.kv_role, decode_engine.kv_role) == ("prefill", "decode")
+    # A pool's extraArgs replace engine.extraArgs; a pool without its own takes engine's.
+    default_seqs = EngineConfig.model_fields["max_num_seqs"].default
+    assert (prefill_engine.max_num_batched_tokens, prefill_engine.max_num_seqs) == (8192, default_seqs)
+    assert decode_engine.max_num_seqs == 64
+    assert container(prefill)["resources"]["requests"] == {"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": 1}
+    assert container(decode)["resources"] == {
+        "requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": 1},
+        "limits": {"memory": "96Gi", "nvidia.com/gpu": 1},
+    }
+
+    # Each pool's StatefulSet, headless Service and PDB take its own Pods only.
+    services = {d["metadata"]["name"]: d for d in engine_services(docs)}
+    budgets = {d["metadata"]["name"]: d for d in docs if d["kind"] == "PodDisruptionBudget"}
+    assert sorted(budgets) == ["sg-sluicegate-engine-decode", "sg-sluicegate-engine-prefill", "sg-sluicegate-gateway"]
+    for own, other in ((prefill, decode), (decode, prefill)):
+        own_pods, other_pods = (s["spec"]["template"]["metadata"]["labels"] for s in (own, other))
+        name = own["metadata"]["name"]
+        selectors = [
+            own["spec"]["selector"]["matchLabels"],
+            services[own["spec"]["serviceName"]]["spec"]["selector"],
+            budgets[name]["spec"]["selector"]["matchLabels"],
+        ]
+        assert all(selects(sel, own_pods) and not selects(sel, other_pods) for sel in selectors), name
+    # One ServiceMonitor for every engine still scrapes both pools.
+    engine_monitor = find(docs, "ServiceMonitor", "sg-sluicegate-engine")
+    assert all(
+        selects(engine_monitor["spec"]["selector"]["matchLabels"], s["metadata"]["labels"]) for s in services.values()
+    )
+
+    config = config_from_dict(yaml.safe_load(find(docs, "ConfigMap", "sg-sluicegate-gateway")["data"]["gateway.yaml"]))
+    entries = config.models["llama-3.1-8b-instruct"].discovery_entries
+    assert [(e.role, e.dns) for e in entries] == [
+        (Role.PREFILL, "sg-sluicegate-engine-prefill-headless.llm.svc.cluster.local"),
+        (Role.DECODE, "sg-sluicegate-engine-decode-headless.llm.svc.cluster.local"),
+    ]
+    with helm.Chart.load(CHART) as chart:
+        notes = chart.render(chart_values, name="sg", namespace="llm", is_install=True)[
+            "sluicegate/templates/NOTES.txt"
+        ]
+    assert "prefill: 3 (StatefulSet sg-sluicegate-engine-prefill" in notes and "decode: 2 (StatefulSet" in notes
+
+
+def test_the_pools_values_change_nothing_while_disaggregation_is_off():
+    off = values(engine__disaggregated={"enabled": False, "prefill": {"replicaCount": 5, "extraArgs": ["--x"]}})
+    assert render(off) == render(values())
+    statefulset = find(render(off), "StatefulSet", "sg-sluicegate-engine")
+    assert "--kv-role" not in container(statefulset)["command"]
 
 
 def test_pods_run_as_non_root_on_a_read_only_root_filesystem():
@@ -304,6 +409,7 @@ def test_unusable_values_stop_the_render_with_a_message(chart_values, message):
     assert message in str(raised.value)
 
 
-def test_helm_lint_finds_nothing():
-    report = helm.lint(CHART, values(), strict=True)
+@pytest.mark.parametrize("chart_values", [values(), values(engine__disaggregated=DISAGGREGATED)])
+def test_helm_lint_finds_nothing(chart_values):
+    report = helm.lint(CHART, chart_values, strict=True)
     assert report["errors"] == [] and [m for m in report["messages"] if m["severity"] >= 2] == []

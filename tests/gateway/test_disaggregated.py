@@ -1,6 +1,6 @@
 """Disaggregated prefill and decode through a real gateway (docs/architecture.md, "Disaggregated prefill and
 decode"): the prefill hop's body, the decode hop's handoff, every way the prefill hop can fail (the client never
-sees it), the requests that skip it, billing, release bookkeeping and the debug header. Fake replicas on loopback
+sees it) and its retry on another prefill replica, the requests that skip it, billing, release bookkeeping and the debug header. Fake replicas on loopback
 (disagg_upstream.py), the prefix router, the official openai client."""
 
 from __future__ import annotations
@@ -299,7 +299,71 @@ def test_a_prefill_replica_that_is_down_costs_the_client_nothing(tokenizer_dir):
             assert answer.choices[0].message.content == TOKEN * 2
             assert "kv_transfer_params" not in decode.received[0]
             assert pool.hops("fallback", "connect") == 1 and pool.routed("p0", "error_before_first_byte") == 1
+            assert pool.hops("retried", "connect") == 0  # no other prefill replica to retry on
             assert pool.sample("sluicegate_prefill_hop_seconds_count", model="tiny") == 1
+            wait_until(pool.idle)
+
+
+def two_prefill_config(p0_url: str, p1_url: str, d_url: str, tokenizer_dir: str) -> dict:
+    """Prefill replicas p0 and p1 and a decode replica d0; round robin, so a fresh gateway's first hop tries p0."""
+    replicas = [("p0", p0_url, "prefill"), ("p1", p1_url, "prefill"), ("d0", d_url, "decode")]
+    config = split_config(replicas, tokenizer_dir)
+    config["models"]["tiny"]["routing"] = {"policy": "round_robin"}
+    return config
+
+
+@pytest.mark.parametrize("failure, reason", [("dead", "connect"), (FAILING, "http_500"), (SLOW, "timeout")])
+def test_a_prefill_hop_that_fails_before_an_answer_is_retried_on_another_prefill_replica(
+    tokenizer_dir, failure, reason
+):
+    first = PrefillUpstream(HANDOFF if failure == "dead" else failure, delay_s=PREFILL_TIMEOUT_S * 4)
+    second, decode = PrefillUpstream(), FakeUpstream()
+    with ThreadServer(first.app) as p0, ThreadServer(second.app) as p1, ThreadServer(decode.app) as d:
+        p0_url = f"http://127.0.0.1:{free_port()}" if failure == "dead" else p0.url
+        with serve_gateway(two_prefill_config(p0_url, p1.url, d.url, tokenizer_dir)) as gw:
+            pool = Pool(second, decode, FakeUpstream(), gw)
+            raw = pool.client().chat.completions.with_raw_response.create(model="tiny", messages=CHAT, max_tokens=2)
+            assert raw.parse().choices[0].message.content == TOKEN * 2
+            assert raw.headers["x-sluicegate-replica"] == "d0" and raw.headers["x-sluicegate-prefill-replica"] == "p1"
+            assert len(first.received) == (failure != "dead") and len(second.received) == 1
+            [decode_body] = decode.received
+            assert decode_body["kv_transfer_params"] == second.handed[0]  # the second replica's handoff
+            assert pool.hops("retried", reason) == 1 and pool.hops("ok", "handoff") == 1
+            assert pool.hops("fallback", reason) == 0
+            assert pool.routed("p0", "error_before_first_byte") == 1 and pool.routed("p1", "ok") == 1
+            assert pool.sample("sluicegate_prefill_hop_seconds_count", model="tiny") == 1  # one hop, two tries
+            wait_until(pool.idle)
+
+
+def test_with_every_prefill_replica_down_the_retried_hop_falls_back(tokenizer_dir):
+    decode = FakeUpstream()
+    dead_0, dead_1 = (f"http://127.0.0.1:{free_port()}" for _ in range(2))
+    with ThreadServer(decode.app) as d:
+        config = two_prefill_config(dead_0, dead_1, d.url, tokenizer_dir)
+        with serve_gateway(config) as gw:
+            pool = Pool(PrefillUpstream(), decode, FakeUpstream(), gw)
+            raw = pool.client().chat.completions.with_raw_response.create(model="tiny", messages=CHAT, max_tokens=2)
+            assert raw.parse().choices[0].message.content == TOKEN * 2
+            assert "x-sluicegate-prefill-replica" not in raw.headers
+            assert "kv_transfer_params" not in decode.received[0]  # the decode replica prefilled itself
+            assert pool.hops("retried", "connect") == 1 and pool.hops("fallback", "connect") == 1
+            assert pool.routed("p0", "error_before_first_byte") == pool.routed("p1", "error_before_first_byte") == 1
+            wait_until(pool.idle)
+
+
+def test_an_answer_without_a_handoff_is_not_retried(tokenizer_dir):
+    """The replica answered: not a prefill replica (or a 4xx, the request's own fault), which a second try would
+    meet again."""
+    first, second, decode = PrefillUpstream(MISSING), PrefillUpstream(), FakeUpstream()
+    with ThreadServer(first.app) as p0, ThreadServer(second.app) as p1, ThreadServer(decode.app) as d:
+        config = two_prefill_config(p0.url, p1.url, d.url, tokenizer_dir)
+        with serve_gateway(config) as gw:
+            pool = Pool(second, decode, FakeUpstream(), gw)
+            answer = pool.client().chat.completions.create(model="tiny", messages=CHAT, max_tokens=2)
+            assert answer.choices[0].message.content == TOKEN * 2
+            assert len(first.received) == 1 and second.received == []
+            assert "kv_transfer_params" not in decode.received[0]
+            assert pool.hops("fallback", "malformed") == 1 and pool.hops("retried", "malformed") == 0
             wait_until(pool.idle)
 
 

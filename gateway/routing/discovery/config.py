@@ -12,13 +12,24 @@ a static `replicas:` list.
 Exactly one of dns, srv or kubernetes. Replicas found are named after what identifies them: the address and port
 (`10.0.0.5-8100`) for A records, the target's first label (`engine-0`) for SRV, the Pod (`engine-0`) for
 EndpointSlices, so metrics and the admin API name them as Kubernetes does where it can.
+
+A disaggregated model's pools scale on their own, so each is found on its own: `discovery` may be a list of entries,
+each with its source and `role`, one loop each:
+
+      llama-split:
+        discovery:
+          - {dns: prefill-headless.ns.svc.cluster.local, port: 8100, role: prefill}
+          - {dns: decode-headless.ns.svc.cluster.local, port: 8100, role: decode}
+
+With several entries each replica's name starts with its entry's `prefix` (default: the role), `prefill-engine-0`:
+two Services may hold Pods of one name (in two namespaces), and a name is a replica's key in the router.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, PlainValidator, TypeAdapter, model_validator
 
 from gateway.routing.base import Role
 from gateway.routing.config import RoleField
@@ -62,8 +73,11 @@ class DiscoveryConfig(Schema):
     kv_events: bool = True
     """Whether the replicas found publish GET /v1/kv/events (sluicegate engines do; false for vLLM and others)."""
     role: RoleField = Role.BOTH
-    """The role of the replicas found (prefill, decode or both): one pool of a disaggregated model may be discovered,
-    the other listed under `replicas`."""
+    """The role of the replicas found (prefill, decode or both): a disaggregated model lists one entry per pool, or
+    discovers one pool and lists the other under `replicas`."""
+    prefix: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.]{1,16}$")] | None = None
+    """What the names of the replicas found start with (`<prefix>-<name>`); None: nothing for a model's only entry,
+    the role where it has several. No dash in it, so two prefixes never make one name."""
     nameservers: list[str] | None = None
     """Resolvers to ask, as `ip` or `ip:port`; None: the system's (/etc/resolv.conf)."""
     timeout_s: Annotated[float, Field(gt=0)] = 2.0
@@ -79,3 +93,31 @@ class DiscoveryConfig(Schema):
         if self.dns is None and self.port is not None:
             raise ValueError("`port` applies to dns only: SRV records and EndpointSlices carry their own port")
         return self
+
+
+def _one_or_several(value: Any) -> DiscoveryConfig | list[DiscoveryConfig]:
+    """A mapping stays one entry (and its errors keep today's paths, `discovery.port`); a list is several
+    (`discovery[1].port`)."""
+    if isinstance(value, list):
+        return _SEVERAL.validate_python(value)
+    return _ONE.validate_python(value)
+
+
+_ONE = TypeAdapter(DiscoveryConfig)
+_SEVERAL = TypeAdapter(Annotated[list[DiscoveryConfig], Field(min_length=1)])
+
+DiscoverySection = Annotated[DiscoveryConfig | list[DiscoveryConfig], PlainValidator(_one_or_several)]
+"""A model's `discovery:`: one entry, or a list of them (a pool each)."""
+
+
+def entries(section: DiscoveryConfig | list[DiscoveryConfig] | None) -> list[DiscoveryConfig]:
+    """The entries of a model's `discovery:` section, in order (none without one)."""
+    if section is None:
+        return []
+    return section if isinstance(section, list) else [section]
+
+
+def name_prefixes(found: list[DiscoveryConfig]) -> list[str]:
+    """Each entry's replica-name prefix ("" for none): its `prefix`, else its role where there are several."""
+    several = len(found) > 1
+    return [entry.prefix or (entry.role.value if several else "") for entry in found]

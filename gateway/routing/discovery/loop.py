@@ -1,4 +1,5 @@
-"""One model's discovery loop: look up its replicas every `interval_s`, apply the difference to the router.
+"""One discovery loop (a model's `discovery:` entry): look up its replicas every `interval_s`, apply the difference
+to the router.
 
 The loop owns the replicas it added (a static replica of the config or one the admin API added is never touched),
 and drives the same operations as the admin API (gateway/admin/replicas.py): `add_replica` for an endpoint that
@@ -6,6 +7,9 @@ appeared, `remove_replica` for one that went away -- it stops taking requests at
 in-flight request ends, so a replica leaving never cuts a request. An endpoint whose name stays but whose URL
 changed (a StatefulSet Pod rescheduled with a new IP) is removed, and added back under the new URL once the old one
 is gone. A failed look-up changes nothing and is logged once per kind of failure (and its recovery once).
+
+A model with several entries (a disaggregated model's prefill and decode pools) has a loop per entry, each owning
+what it added under its own `prefix` (config.py, `name_prefixes`), so one pool's changes never touch the other's.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ class DiscoveryLoop:
         interval_s: float,
         kv_events: bool = True,
         role: Role = Role.BOTH,
+        prefix: str = "",
     ) -> None:
         self.model = model
         self.source = source
@@ -37,6 +42,10 @@ class DiscoveryLoop:
         self.interval_s = interval_s
         self.kv_events = kv_events
         self.role = role
+        self.prefix = prefix
+        """Put before each name found (`<prefix>-<name>`); "" for none."""
+        self.what = f"model {model!r}" + (f" ({prefix} pool)" if prefix else "")
+        """How the logs name this loop."""
         self.owned: dict[str, str] = {}
         """Replica name -> URL of the replicas this loop added and has not removed."""
         self.last_error: str | None = None
@@ -59,17 +68,17 @@ class DiscoveryLoop:
             self._failed(str(exc))
             return
         except Exception as exc:  # a bug or an unexpected reply must not end discovery for good
-            logger.exception("discovery for model %r failed unexpectedly", self.model)
+            logger.exception("discovery for %s failed unexpectedly", self.what)
             self._failed(repr(exc))
             return
         if self.last_error is not None:
-            logger.warning("discovery for model %r answers again: %d replica(s)", self.model, len(found))
+            logger.warning("discovery for %s answers again: %d replica(s)", self.what, len(found))
         self.last_error = None
         self.lookups += 1
         self.apply(found)
 
     def apply(self, found: frozenset[Endpoint]) -> None:
-        wanted = {endpoint.name: endpoint.url for endpoint in found}
+        wanted = {self._name(endpoint): endpoint.url for endpoint in found}
         present = self._present()
         for name, url in list(self.owned.items()):
             if wanted.get(name) != url:
@@ -89,6 +98,9 @@ class DiscoveryLoop:
                     )
                 continue
             self._add(name, url)
+
+    def _name(self, endpoint: Endpoint) -> str:
+        return f"{self.prefix}-{endpoint.name}" if self.prefix else endpoint.name
 
     def _present(self) -> dict[str, ReplicaInfo]:
         try:
@@ -116,7 +128,5 @@ class DiscoveryLoop:
 
     def _failed(self, error: str) -> None:
         if error != self.last_error:
-            logger.warning(
-                "discovery for model %r failed, keeping its %d replica(s): %s", self.model, len(self.owned), error
-            )
+            logger.warning("discovery for %s failed, keeping its %d replica(s): %s", self.what, len(self.owned), error)
         self.last_error = error

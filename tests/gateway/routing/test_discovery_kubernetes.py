@@ -1,6 +1,7 @@
 """EndpointSlice discovery against a stand-in for the Kubernetes API on loopback (HTTPS with a CA of its own, the
 service-account token from a file): parsing the real EndpointSliceList shape, replicas joining and leaving a gateway,
-and an API that fails or is unreachable keeping the last known set."""
+two Services as a disaggregated model's two pools, and an API that fails or is unreachable keeping the last known
+set."""
 
 from __future__ import annotations
 
@@ -9,10 +10,14 @@ import logging
 import httpx
 import pytest
 
+from gateway.config import config_from_dict
+from gateway.routing.base import Role
 from gateway.routing.config import parse_models_config
 from gateway.routing.discovery import DiscoveryConfig, DiscoveryError, Endpoint
 from gateway.routing.discovery.kubernetes import EndpointSliceSource, parse_endpoint_slices
 from gateway.routing.discovery.loop import DiscoveryLoop
+from gateway.routing.discovery.manager import build_discovery
+from gateway.routing.factory import build_router
 from gateway.routing.router import PrefixRouter
 from tests.gateway.conftest import Admin, gateway_config, serve_gateway, wait_until
 from tests.gateway.fake_upstream import FakeUpstream
@@ -177,6 +182,50 @@ async def test_an_unreachable_api_keeps_the_last_set_and_logs(api, caplog):
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and SERVICE in r.getMessage()]
     assert len(warnings) == 3 and all("keeping its 2 replica(s)" in w for w in warnings)
     await source.close()
+
+
+async def test_two_services_with_pods_of_one_name_are_two_pools(api):
+    """A disaggregated model's prefill and decode Services (here in two namespaces, each with a Pod `engine-0`): each
+    entry's loop adds its Pods under its prefix and role, and a Pod leaving one Service leaves that pool only."""
+    decode_ns = "llm-decode"
+    api.slices[(NAMESPACE, SERVICE)] = [
+        endpoint_slice(
+            SERVICE, NAMESPACE, 8100, [pod_endpoint("engine-0", "10.0.0.5"), pod_endpoint("engine-1", "10.0.0.6")]
+        )
+    ]
+    api.slices[(decode_ns, SERVICE)] = [
+        endpoint_slice(SERVICE, decode_ns, 8100, [pod_endpoint("engine-0", "10.0.1.5")])
+    ]
+    prefill = {**k8s_discovery(api), "role": "prefill", "interval_s": 60}  # the test ticks the loops itself
+    decode = {**k8s_discovery(api, namespace=decode_ns), "role": "decode", "interval_s": 60}
+    config = config_from_dict(
+        {"router": "gateway.routing.factory:build_router", "models": {"tiny": {"discovery": [prefill, decode]}}}
+    )
+    router = build_router(config.routing_models)
+    discovery = build_discovery(config.discovery_models, router)
+    await discovery.start()
+    try:
+        assert {(r.name, r.url, r.role) for r in router.replicas("tiny")} == {
+            ("prefill-engine-0", "http://10.0.0.5:8100", Role.PREFILL),
+            ("prefill-engine-1", "http://10.0.0.6:8100", Role.PREFILL),
+            ("decode-engine-0", "http://10.0.1.5:8100", Role.DECODE),
+        }
+        api.slices[(NAMESPACE, SERVICE)] = [
+            endpoint_slice(
+                SERVICE,
+                NAMESPACE,
+                8100,
+                [
+                    pod_endpoint("engine-0", "10.0.0.5", ready=False, terminating=True),
+                    pod_endpoint("engine-1", "10.0.0.6"),
+                ],
+            )
+        ]
+        for loop in discovery.loops:
+            await loop.tick()
+        assert sorted(r.name for r in router.replicas("tiny")) == ["decode-engine-0", "prefill-engine-1"]
+    finally:
+        await discovery.close()
 
 
 async def test_the_token_file_is_read_on_every_call(api):

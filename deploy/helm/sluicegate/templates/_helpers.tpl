@@ -35,6 +35,48 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- define "sluicegate.engineHeadless" -}}{{ include "sluicegate.fullname" . }}-engine-headless{{- end -}}
 {{- define "sluicegate.redis" -}}{{ include "sluicegate.fullname" . }}-redis{{- end -}}
 
+{{/* The engine pools, as {"pools": [{role, name, headless, replicaCount, resources, extraArgs}]} (fromYaml it): one
+pool named as ever (role "": no --kv-role) or, with engine.disaggregated.enabled, a prefill and a decode pool, each
+its own StatefulSet and headless Service, so each scales on its own. What a pool leaves null is engine.*'s. */}}
+{{- define "sluicegate.enginePools" -}}
+{{- $e := .Values.engine -}}
+{{- $pools := list -}}
+{{- if (default (dict) $e.disaggregated).enabled -}}
+{{- range $role := list "prefill" "decode" -}}
+{{- $p := default (dict) (index $e.disaggregated $role) -}}
+{{- $name := printf "%s-%s" (include "sluicegate.engine" $) $role -}}
+{{- $pools = append $pools (dict
+  "role" $role
+  "name" $name
+  "headless" (printf "%s-headless" $name)
+  "replicaCount" (ternary $e.replicaCount $p.replicaCount (kindIs "invalid" $p.replicaCount))
+  "resources" (default $e.resources $p.resources)
+  "extraArgs" (ternary $e.extraArgs $p.extraArgs (kindIs "invalid" $p.extraArgs))
+) -}}
+{{- end -}}
+{{- else -}}
+{{- $pools = list (dict
+  "role" ""
+  "name" (include "sluicegate.engine" .)
+  "headless" (include "sluicegate.engineHeadless" .)
+  "replicaCount" $e.replicaCount
+  "resources" $e.resources
+  "extraArgs" $e.extraArgs
+) -}}
+{{- end -}}
+{{- dict "pools" $pools | toYaml -}}
+{{- end -}}
+
+{{/* Selector labels of an engine pool: include "sluicegate.engineSelector" (list . role); role "" (one pool): the
+engines' own, as ever; else those plus the pool's KV role, so a StatefulSet, its Service and its PDB take its Pods
+only while everything that selects component=engine (ServiceMonitor, kubectl) still sees every engine. */}}
+{{- define "sluicegate.engineSelector" -}}
+{{- include "sluicegate.selector" (list (index . 0) "engine") -}}
+{{- with index . 1 }}
+sluicegate/kv-role: {{ . }}
+{{- end -}}
+{{- end -}}
+
 {{- define "sluicegate.servedModel" -}}
 {{- default .Values.engine.modelDir .Values.engine.servedModelName -}}
 {{- end -}}
@@ -96,17 +138,33 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 {{- end -}}
 
-{{/* The served model's discovery section of gateway.yaml. */}}
+{{/* The served model's discovery section of gateway.yaml, as {"discovery": ...} (fromYaml it): one entry for one
+engine pool, a list of entries (with their roles) for a prefill and a decode pool. */}}
 {{- define "sluicegate.discovery" -}}
-{{- $d := .Values.gateway.discovery -}}
-{{- $svc := include "sluicegate.engineHeadless" . -}}
-{{- $fqdn := printf "%s.%s.svc.%s" $svc .Release.Namespace .Values.clusterDomain -}}
+{{- $pools := (include "sluicegate.enginePools" . | fromYaml).pools -}}
+{{- $entries := list -}}
+{{- range $pool := $pools -}}
+{{- $entry := include "sluicegate.discoveryEntry" (list $ $pool.headless) | fromYaml -}}
+{{- if $pool.role -}}
+{{- $_ := set $entry "role" $pool.role -}}
+{{- end -}}
+{{- $entries = append $entries $entry -}}
+{{- end -}}
+{{- dict "discovery" (ternary (first $entries) $entries (eq (len $entries) 1)) | toYaml -}}
+{{- end -}}
+
+{{/* One discovery entry: the pool's headless Service, as gateway.discovery.mode reads it. */}}
+{{- define "sluicegate.discoveryEntry" -}}
+{{- $root := index . 0 -}}
+{{- $svc := index . 1 -}}
+{{- $d := $root.Values.gateway.discovery -}}
+{{- $fqdn := printf "%s.%s.svc.%s" $svc $root.Release.Namespace $root.Values.clusterDomain -}}
 {{- if eq $d.mode "dns" -}}
-{{- dict "dns" $fqdn "port" (int .Values.engine.port) "interval_s" $d.interval_s | toYaml -}}
+{{- dict "dns" $fqdn "port" (int $root.Values.engine.port) "interval_s" $d.interval_s | toYaml -}}
 {{- else if eq $d.mode "srv" -}}
 {{- dict "srv" (printf "_http._tcp.%s" $fqdn) "interval_s" $d.interval_s | toYaml -}}
 {{- else if eq $d.mode "kubernetes" -}}
-{{- dict "kubernetes" (dict "service" $svc "namespace" .Release.Namespace "port_name" "http") "interval_s" $d.interval_s | toYaml -}}
+{{- dict "kubernetes" (dict "service" $svc "namespace" $root.Release.Namespace "port_name" "http") "interval_s" $d.interval_s | toYaml -}}
 {{- else -}}
 {{- fail (printf "gateway.discovery.mode must be dns, srv or kubernetes (got %q)" $d.mode) -}}
 {{- end -}}
