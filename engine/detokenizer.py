@@ -74,12 +74,12 @@ class IncrementalDetokenizer:
 
     def take_delta(self, final: bool) -> str:
         """Text that is safe to emit now and was not emitted before."""
-        end = len(self.text) if final else len(self.text) - self._held_back_chars()
-        if end <= self.num_emitted_chars:
+        text, emitted = self.text, self.num_emitted_chars
+        end = len(text) if final or not self._matchers else len(text) - self._held_back_chars()
+        if end <= emitted:
             return ""
-        delta = self.text[self.num_emitted_chars : end]
         self.num_emitted_chars = end
-        return delta
+        return text[emitted:end]
 
     def _held_back_chars(self) -> int:
         """Length of the longest suffix of the text that is a proper prefix of a stop string."""

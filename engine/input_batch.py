@@ -10,7 +10,8 @@ block_size tokens, so a decode step mostly copies nothing), and a table that is 
 copy-on-write, trimmed, swapped in: KVCacheManager never edits a table in place except to append) is copied whole.
 A sequence missing from a step (finished, preempted, out of budget) gives its row back; if it returns, it is
 copied whole once. Entries past a row's table hold stale but valid block ids, which kernels never read (they stop
-at the sequence length).
+at the sequence length). `version` counts the changes to block_ids, so the runner can tell that a step's rows hold
+what they held the step before (a decode run between block boundaries) and skip copying them out again.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class InputBatch:
         self.step_of_row = [0] * max_num_rows  # the last step that scheduled the row's sequence
         self.step = 0
         self.num_rows_used = 0  # rows claimed or synced in the current step
+        self.version = 0  # bumped whenever block_ids changes
 
     def begin_step(self) -> None:
         self.step += 1
@@ -52,6 +54,7 @@ class InputBatch:
                 self._grow(self.block_ids.shape[0], num)
             self.block_ids[row, known:num] = [b.block_id for b in table[known:num]]
             self.num_blocks[row] = num
+            self.version += 1
         return row
 
     def end_step(self) -> None:
@@ -77,6 +80,7 @@ class InputBatch:
 
     def _grow(self, num_rows: int, num_cols: int) -> None:
         old = self.block_ids
+        self.version += 1
         self.block_ids = np.zeros((num_rows, max(num_cols, old.shape[1])), dtype=np.int32)
         self.block_ids[: old.shape[0], : old.shape[1]] = old
         extra = num_rows - old.shape[0]

@@ -63,6 +63,19 @@ class KVCacheManager:
         self.trim(seq, seq.num_computed_tokens)
         self.cache_full_blocks(seq)
 
+    def commit_scheduled(self, scheduled: list[tuple[Sequence, int]], skip: abc.Container[int] = ()) -> None:
+        """commit() for each (sequence, tokens computed) of a step, in one loop (it runs for every sequence of every
+        step), except sequences whose seq_id is in `skip` (speculating ones commit after verification)."""
+        bs, caching = self.block_size, self.enable_caching
+        for seq, num_tokens in scheduled:
+            if skip and seq.seq_id in skip:
+                continue
+            computed = seq.num_computed_tokens = seq.num_computed_tokens + num_tokens
+            if len(seq.block_table) > -(-computed // bs):  # trim(), when it has anything to free
+                self.trim(seq, computed)
+            if caching and computed // bs > seq.num_cached_blocks:  # cache_full_blocks(), when a block filled
+                self.cache_full_blocks(seq)
+
     def cache_full_blocks(self, seq: Sequence) -> None:
         """Register blocks that became full (all their KV computed) in the prefix cache."""
         if not self.enable_caching:

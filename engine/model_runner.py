@@ -4,6 +4,11 @@ host buffer, copied to the device at once (engine/step_buffer.py).
 
 Batch layout: [decode sequences (1 token each) | prefill chunks]; logits are computed only for the last token of
 each sequence that has all its tokens computed after this step (decodes, and prefills on their last chunk).
+
+A step of decodes only (the steady state) takes a shorter path: one loop over the sequences for what changes every
+step (token, position, slot, length), and nothing else when the batch is the one of the step before and no block
+table changed: the block-table rows, the constant regions, the buffer's views and tensors and the attention
+metadata are all kept from that step.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ class StepInputs:
     sample_seqs: list[Sequence]  # sequences that sample this step, in row order
     num_rows: list[int]  # logits rows per sample_seqs entry: 1, or k + 1 for a sequence verifying k drafts
     pool_spans: list[PoolSpan]  # embedding requests' rows of the hidden states (engine/pooling.py)
+    every_row_sampled: bool = False  # logit_indices is 0..T-1: the logits come from the hidden states as they are
 
 
 class ModelRunner:
@@ -55,6 +61,14 @@ class ModelRunner:
         self.graph_runner: DecodeGraphRunner | None = None  # set by the engine on CUDA (cuda_graphs.py)
         self.clock = clock or StepClock()  # the engine's, to split prepare from forward; a draft runner's is off
         self.pools = pools  # embeddings come from the served model, never from a draft model's runner
+        # The last decode-only step's rows and the batch's block-table version then: while both hold and the buffer
+        # lays the step out as then, its block tables and constant regions are still in place (_prepare_decodes).
+        self._decode_rows: list[int] | None = None
+        self._decode_version = -1
+        # The attention metadata last built, with the tensors it views: on CPU the buffer gives the same tensors for
+        # every step of one layout, so it is built once per run of such steps.
+        self._meta_key: tuple[list[torch.Tensor], int] | None = None
+        self._meta: AttentionMetadata | None = None
 
     def execute(
         self, scheduled: list[tuple[Sequence, int]], drafts: dict[int, list[int]] | None = None
@@ -73,12 +87,19 @@ class ModelRunner:
             pool_step(self.model, hidden, inputs.pool_spans)
         if not inputs.sample_seqs:
             logits = hidden.new_empty((0, self.model.spec.vocab_size), dtype=torch.float32)
+        elif inputs.every_row_sampled:
+            logits = self.model.compute_logits(hidden)
         else:
             logits = self.model.compute_logits(hidden[inputs.logit_indices])
         self.clock.lap("forward")
         return logits, inputs
 
     def prepare(self, scheduled: list[tuple[Sequence, int]], drafts: dict[int, list[int]]) -> StepInputs:
+        if not drafts and scheduled and scheduled[-1][1] == 1:  # admitted prompts come last: a mixed step skips it
+            inputs = self._prepare_decodes(scheduled)
+            if inputs is not None:
+                return inputs
+        self._decode_rows = None  # the buffer's regions are about to hold another step's inputs
         # A sequence verifying drafts has several query tokens, so it takes the prefill (chunk) attention path.
         decodes: list[tuple[Sequence, int]] = []
         prefills: list[tuple[Sequence, int]] = []
@@ -127,6 +148,70 @@ class ModelRunner:
         inputs.pool_spans = pool_spans
         return inputs
 
+    def _prepare_decodes(self, scheduled: list[tuple[Sequence, int]]) -> StepInputs | None:
+        """prepare() for a step where every sequence computes its one pending token and samples (no prefill chunk,
+        no drafts, no pooling); None for any other step, which prepare() then packs in full."""
+        batch, bs, pools = self.batch, self.block_size, self.pools
+        batch.begin_step()
+        sync = batch.sync
+        token_ids: list[int] = []
+        positions: list[int] = []
+        slots: list[int] = []
+        seq_lens: list[int] = []
+        rows: list[int] = []
+        sample_seqs: list[Sequence] = []
+        for seq, n in scheduled:
+            start = seq.num_computed_tokens
+            tokens = seq.token_ids
+            if n != 1 or start + 1 != len(tokens) or (pools and seq.pooling is not None):
+                return None  # prepare() starts the step over (begin_step again), so these syncs do no harm
+            token_ids.append(tokens[start])
+            positions.append(start)
+            slots.append(seq.block_table[start // bs].block_id * bs + start % bs)
+            seq_lens.append(start + 1)
+            rows.append(sync(seq))
+            sample_seqs.append(seq)
+        batch.end_step()
+        num_seqs = len(rows)
+        width = max(positions) // bs + 1  # blocks the longest context spans
+        buffer = self.buffer
+        views = buffer.layout(StepShape(num_seqs, num_seqs, num_seqs, width, 0))
+        input_ids, positions_out, slot_mapping, logit_indices, block_tables, seq_lens_out, query_start = views
+        input_ids[:] = token_ids
+        positions_out[:] = positions
+        slot_mapping[:] = slots
+        seq_lens_out[:] = seq_lens
+        if not (buffer.same_as_last and batch.version == self._decode_version and rows == self._decode_rows):
+            np.take(batch.block_ids[:, :width], rows, axis=0, out=block_tables, mode="clip")
+            logit_indices[:] = np.arange(num_seqs)
+            query_start[0] = 0
+            self._decode_rows, self._decode_version = rows, batch.version
+        tensors = buffer.upload()
+        ids_t, positions_t, _, logit_indices_t = tensors[:4]
+        return StepInputs(ids_t, positions_t, self._attention_meta(tensors, num_seqs), logit_indices_t, sample_seqs,
+                          [1] * num_seqs, [], True)  # fmt: skip
+
+    def _attention_meta(self, tensors: list[torch.Tensor], num_decodes: int) -> AttentionMetadata:
+        """The step's attention metadata over the uploaded regions (the last one built, if it views these)."""
+        key = self._meta_key
+        if key is not None and key[0] is tensors and key[1] == num_decodes:
+            assert self._meta is not None  # set with the key
+            return self._meta
+        _, _, slots_t, _, block_tables_t, seq_lens_t, query_start_t = tensors
+        nd = num_decodes
+        meta = AttentionMetadata(
+            slot_mapping=slots_t,
+            num_decodes=nd,
+            decode_block_tables=block_tables_t[:nd],
+            decode_seq_lens=seq_lens_t[:nd],
+            prefill_block_tables=block_tables_t[nd:],
+            prefill_seq_lens=seq_lens_t[nd:],
+            prefill_query_start_loc=query_start_t,
+            num_prefills=block_tables_t.shape[0] - nd,
+        )
+        self._meta_key, self._meta = (tensors, nd), meta
+        return meta
+
     def _pack(
         self,
         token_ids: list[int],
@@ -169,16 +254,8 @@ class ModelRunner:
         seq_lens_out[:] = seq_lens
         logit_indices[:] = logit_rows
 
-        ids_t, positions_t, slots_t, logit_indices_t, block_tables_t, seq_lens_t, query_start_t = self.buffer.upload()
-        nd = num_decodes
-        meta = AttentionMetadata(
-            slot_mapping=slots_t,
-            num_decodes=nd,
-            decode_block_tables=block_tables_t[:nd],
-            decode_seq_lens=seq_lens_t[:nd],
-            prefill_block_tables=block_tables_t[nd:],
-            prefill_seq_lens=seq_lens_t[nd:],
-            prefill_query_start_loc=query_start_t,
-            num_prefills=num_seqs - nd,
-        )
-        return StepInputs(ids_t, positions_t, meta, logit_indices_t, sample_seqs, num_rows, [])
+        tensors = self.buffer.upload()
+        ids_t, positions_t, _, logit_indices_t = tensors[:4]
+        meta = self._attention_meta(tensors, num_decodes)
+        every_row = len(logit_rows) == num_tokens  # ascending rows, one per token: all of them
+        return StepInputs(ids_t, positions_t, meta, logit_indices_t, sample_seqs, num_rows, [], every_row)

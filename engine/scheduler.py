@@ -96,20 +96,29 @@ class Scheduler:
         running = self.running
         i = 0
         scheduled, allocate_slots, chunk_limit = out.scheduled, self.kv.allocate_slots, self.chunk_limit
+        bs = self.kv.block_size
         while i < len(running) and budget > 0:
             seq = running[i]
-            num_left = len(seq.token_ids) - seq.num_computed_tokens
-            num_new = min(num_left, budget, chunk_limit)
-            while not allocate_slots(seq, num_new):
-                victim = running.pop()
-                self._preempt(victim)
-                preempted = True
-                if victim is seq:
-                    break
-            else:
+            start = seq.num_computed_tokens
+            num_left = len(seq.token_ids) - start
+            num_new = 1 if num_left == 1 else min(num_left, budget, chunk_limit)  # a decode: 1 (budget > 0 here)
+            # KVCacheManager.allocate_slots's first test, inlined (this loop runs for every running sequence): the
+            # new tokens fit in the table's blocks, and the one written first is not shared (no copy-on-write).
+            table = seq.block_table
+            fits = start + num_new <= len(table) * bs and (start % bs == 0 or table[start // bs].ref_cnt <= 1)
+            if not fits:
+                while not allocate_slots(seq, num_new):
+                    victim = running.pop()
+                    self._preempt(victim)
+                    preempted = True
+                    if victim is seq:
+                        break
+                else:
+                    fits = True
+            if fits:
                 scheduled.append((seq, num_new))
                 budget -= num_new
-                if num_new < num_left:  # _count_chunk, inlined: this loop runs for every running sequence
+                if num_new < num_left:  # _count_chunk, inlined
                     self.stats.num_chunked_prefill_steps_total += 1
             i += 1
         return budget, preempted
