@@ -12,7 +12,7 @@ Workloads (EOS ignored, so every system makes the same tokens):
               subprocess, one after the other, each after a short warm-up.
 --busy-neighbour runs a busy-looping process beside the benchmark (the local stack's normal case: `sluicegate up`
 runs two replicas and a gateway on one machine); --profile-step times the engine's step phases instead
-(bench/engine_profile.py).
+(bench/engine_profile.py); --structured, a JSON-schema grammar's cost per step (bench/engine_structured.py).
 """
 
 from __future__ import annotations
@@ -303,6 +303,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--spec", action="store_true", help="speculative decoding section instead (bench/engine_spec.py)"
     )
+    parser.add_argument(
+        "--structured",
+        action="store_true",
+        help="a JSON-schema grammar on every row vs none, ms per step at batch 1, 8, 64, --profile-steps steps "
+        "instead (bench/engine_structured.py)",
+    )
     parser.add_argument("--pair", default=".sluicegate/models/pair", help="trained target/draft pair (made if missing)")
     parser.add_argument("--spec-max-tokens", type=int, default=64)
     parser.add_argument("--num-speculative-tokens", type=int, default=4)
@@ -322,6 +328,8 @@ def main(argv: list[str]) -> int:
     if args.profile_step:
         with busy_neighbour(args.busy_neighbour):
             return _profile_main(args)
+    if args.structured:
+        return _structured_main(args)
     vocab = json.loads((Path(args.model) / "config.json").read_text())["vocab_size"]
     if args.workload == "long-tail":
         work = make_long_tail_workload(64, vocab, args.seed)
@@ -368,6 +376,22 @@ def _profile_main(args) -> int:
         print(json.dumps({"meta": meta, "profile": rows}))
     else:
         print_profile_table(rows, meta)
+    return 0
+
+
+def _structured_main(args) -> int:
+    import torch
+
+    from bench.engine_structured import bench_structured, print_structured_table
+
+    torch.set_num_threads(args.threads)
+    rows = bench_structured(args.model, args.profile_steps)
+    meta = {"model": args.model, "threads": args.threads, "cpu_count": os.cpu_count(),
+            "load_average_1m": os.getloadavg()[0]}  # fmt: skip
+    if args.json:
+        print(json.dumps({"meta": meta, "structured": rows}))
+    else:
+        print_structured_table(rows, meta)
     return 0
 
 

@@ -37,7 +37,7 @@ from engine.outputs import CompletionOutput, RequestOutput, TokenLogprob
 from engine.sampler import Sampler, SamplingRow
 from engine.sampling_params import SamplingParams
 from engine.scheduler import Scheduler
-from engine.sequence import Request, Sequence
+from engine.sequence import Request, Sequence, SequenceStatus
 from engine.speculative import Speculator
 from engine.stats import EngineStats, KVEvent
 from engine.step_profile import StepClock
@@ -136,6 +136,7 @@ class LLMEngine:
             config.num_speculative_tokens,
             self.kv,
             self.sampler,
+            self.spec.vocab_size,
             self.max_model_len,
             config.max_num_batched_tokens,
             config.speculative_adaptive,
@@ -274,6 +275,8 @@ class LLMEngine:
         assert request.grammar is not None  # called once the grammar is compiled
         # The grammar ends on one of these (its mask then allows nothing else), whatever ignore_eos says.
         stop_tokens = sorted(self.eos_token_ids | set(request.params.stop_token_ids))
+        # Speculation walks drafts through it and rolls back (engine/structured/draft_masks.py): xgrammar 0.2's
+        # rollback is unlimited (max_rollback_tokens is deprecated there), so no bound to set against k.
         return xgr.GrammarMatcher(request.grammar, override_stop_tokens=stop_tokens or None)
 
     def _admit_compiled(self) -> list[Request]:
@@ -372,9 +375,8 @@ class LLMEngine:
         drafts = self.speculator.propose(sched.scheduled, sched.num_batched_tokens) if self.speculator else {}
         clock.lap("schedule")  # drafting (speculative decoding) included
         logits, inputs = self.runner.execute(sched.scheduled, drafts)  # laps "prepare" and "forward"
-        for seq, num_new in sched.scheduled:
-            if seq.seq_id not in drafts:  # speculating sequences count only verified tokens, after verification
-                self.kv.commit(seq, num_new)
+        # Speculating sequences (drafts' keys) count only verified tokens, after verification.
+        self.kv.commit_scheduled(sched.scheduled, skip=drafts)
         if drafts:
             plain_logits, plain_seqs, spec_logits, spec_seqs = _split_rows(logits, inputs, drafts)
             touched = self._sample_and_append(plain_logits, plain_seqs)
@@ -397,17 +399,17 @@ class LLMEngine:
     def _sample_and_append(self, logits: torch.Tensor, sample_seqs: list[Sequence]) -> list[Request]:
         if not sample_seqs:
             return []
-        if all(seq.request.forked for seq in sample_seqs):
-            # Every request has all its sequences (the common case): one row per sequence, in order.
-            row_seqs = sample_seqs
-            rows = [
-                row
-                if (row := seq.sampling_row) is not None and not row.suppressed_token_ids
-                else self._sampling_row(seq)
-                for seq in sample_seqs
-            ]
-        else:
-            logits, row_seqs, rows = self._fork_rows(logits, sample_seqs)
+        # Every request has all its sequences (the common case): one row per sequence, in order.
+        row_seqs = sample_seqs
+        rows: list[SamplingRow] = []
+        for seq in sample_seqs:
+            row = seq.sampling_row
+            if row is None or row.suppressed_token_ids:
+                if not seq.request.forked:  # its first sample (a row exists only after the fork, in _fork_rows)
+                    logits, row_seqs, rows = self._fork_rows(logits, sample_seqs)
+                    break
+                row = self._sampling_row(seq)
+            rows.append(row)
         self.masker.apply(logits, [seq.grammar for seq in row_seqs])
         result = self.sampler(logits, rows)
         self.clock.lap("sample")  # with the computed-token bookkeeping before it; what follows is "output"
@@ -516,10 +518,18 @@ class LLMEngine:
         self.scheduler.finish(seq)
 
     def _make_outputs(self, touched: list[Request], now: float) -> list[RequestOutput]:
+        """One RequestOutput per touched request. It runs for every request of every step, so the outputs are built
+        with positional arguments, in engine/outputs.py's field order (keywords cost twice as much)."""
         outputs = []
+        choice_output = self._choice_output
         for request in touched:
-            choices = [self._choice_output(seq) for seq in request.seqs]
-            finished = request.is_finished
+            seqs = request.seqs
+            if len(seqs) == 1:  # n = 1, or a request with n > 1 still on its prompt
+                choices = [choice_output(seqs[0])]
+                finished = seqs[0].status is SequenceStatus.FINISHED
+            else:
+                choices = [choice_output(seq) for seq in seqs]
+                finished = request.is_finished
             if finished:
                 request.finished_time = now
                 del self.requests[request.request_id]
@@ -527,17 +537,17 @@ class LLMEngine:
                     self.speculator.finish(request.request_id)
             outputs.append(
                 RequestOutput(
-                    request_id=request.request_id,
-                    prompt_token_ids=request.prompt_token_ids,
-                    outputs=choices,
-                    finished=finished,
-                    num_cached_tokens=request.num_cached_tokens,
-                    arrival_time=request.arrival_time,
-                    first_scheduled_time=request.first_scheduled_time,
-                    first_token_time=request.first_token_time,
-                    finished_time=request.finished_time,
-                    embedding=request.seqs[0].embedding if finished else None,
-                    kv_handoff=request.handoff if finished else None,
+                    request.request_id,
+                    request.prompt_token_ids,
+                    choices,
+                    finished,
+                    request.num_cached_tokens,
+                    request.arrival_time,
+                    request.first_scheduled_time,
+                    request.first_token_time,
+                    request.finished_time,
+                    seqs[0].embedding if finished else None,  # embedding
+                    request.handoff if finished else None,  # kv_handoff
                 )
             )
         return outputs
@@ -547,21 +557,20 @@ class LLMEngine:
         output_ids = seq.output_ids
         delta_ids = output_ids[seq.num_emitted_tokens :]
         seq.num_emitted_tokens = len(output_ids)
+        logprobs = seq.logprobs
         delta_logprobs = None
-        if seq.logprobs is not None:
-            delta_logprobs = seq.logprobs[seq.num_emitted_logprobs :]
-            seq.num_emitted_logprobs = len(seq.logprobs)
+        if logprobs is not None:
+            delta_logprobs = logprobs[seq.num_emitted_logprobs :]
+            seq.num_emitted_logprobs = len(logprobs)
+        detokenizer = seq.detokenizer
+        text = detokenizer.text
+        delta_text = detokenizer.take_delta(seq.status is SequenceStatus.FINISHED)
+        # CompletionOutput's fields in order: index, text, token_ids, logprobs, delta_text, delta_token_ids,
+        # delta_logprobs, finish_reason, stop_reason.
         return CompletionOutput(
-            index=seq.index,
-            text=seq.detokenizer.text,
-            token_ids=output_ids,
-            logprobs=seq.logprobs,
-            delta_text=seq.detokenizer.take_delta(final=seq.is_finished),
-            delta_token_ids=delta_ids,
-            delta_logprobs=delta_logprobs,
-            finish_reason=seq.finish_reason,
-            stop_reason=seq.stop_reason,
-        )
+            seq.index, text, output_ids, logprobs, delta_text, delta_ids, delta_logprobs, seq.finish_reason,
+            seq.stop_reason,
+        )  # fmt: skip
 
     # -- introspection for the server ---------------------------------------------------------------------------
     def stats(self) -> EngineStats:

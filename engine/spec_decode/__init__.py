@@ -11,7 +11,8 @@ One step for a speculating sequence:
      keeping q, the distribution each draft token was actually sampled from (after the request's temperature,
      top-k, top-p and min-p; greedy requests draft the argmax).
   3. One target forward over the k + 1 positions; target_probs after the same per-request processing, where
-     position i sees drafts x_<i as already generated (penalties, min_tokens).
+     position i sees drafts x_<i as already generated (penalties, min_tokens, a grammar's mask:
+     engine/structured/draft_masks.py).
   4. rejection_sample(...) gives the tokens to append; KV written for rejected drafts is rolled back.
   5. stats.observe(...) and controller.record(...) with num_draft_tokens and num_accepted.
 """

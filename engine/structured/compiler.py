@@ -124,18 +124,28 @@ def tokenizer_info(tokenizer, vocab_size: int, stop_token_ids: list[int] | None)
     )
 
 
-# xgrammar 0.2 writes the characters of a length-bounded JSON string as this class, which lets control characters
-# (U+0000-U+001F) through raw; JSON forbids them unescaped (json.loads rejects the output). Its unbounded strings
-# already exclude them, as the fixed class does.
-_LAX_STRING_CHAR = r"[^\"\\\r\n]"
-_JSON_STRING_CHAR = r"[^\0-\x1f\"\\\r\n]"
+# xgrammar 0.2 writes a JSON string's characters as one of these classes (the first for a length-bounded string).
+# The first lets control characters (U+0000-U+001F) through raw, which JSON forbids unescaped (json.loads rejects the
+# output). Both let a surrogate (U+D800-U+DFFF) through as its 3 UTF-8-style bytes (ED A0-BF xx), which are not
+# UTF-8: the detokenizer makes each byte a U+FFFD, so one character of the grammar is three of the text, and a
+# string at its maxLength comes out too long (the openai client's parse() then fails the model's validation).
+_LAX_STRING_CHARS = (r"[^\"\\\r\n]", r"[^\0-\x1f\"\\\r\n]")
+_JSON_STRING_CHAR = r"[^\0-\x1f\"\\\r\n\uD800-\uDFFF]"
+# Its \uXXXX escape (in strings without a maxLength) takes any 4 hex digits, a lone surrogate too (\ud800), which
+# strict JSON parsers, pydantic's among them, reject. Kept: the other code points, and a high surrogate followed by
+# a low one (a character past U+FFFF).
+_LAX_ESCAPE = '("u" [A-Fa-f0-9] [A-Fa-f0-9] [A-Fa-f0-9] [A-Fa-f0-9])'
+_JSON_ESCAPE = (
+    '("u" ([0-9A-Ca-cE-Fe-f] [A-Fa-f0-9] | [Dd] [0-7]) [A-Fa-f0-9] [A-Fa-f0-9])'
+    ' | ("u" [Dd] [89ABab] [A-Fa-f0-9] [A-Fa-f0-9] "\\\\u" [Dd] [C-Fc-f] [A-Fa-f0-9] [A-Fa-f0-9])'
+)
 
 
 def json_schema_ebnf(schema: str, strict: bool) -> str:
     """The schema's grammar as EBNF: compact JSON (one space after ':' and ','; free whitespace lets a model loop on
-    it forever), keys in the schema's order, strings without raw control characters."""
+    it forever), keys in the schema's order, strings of valid UTF-8 and strict JSON (_json_strings)."""
     grammar = xgr.Grammar.from_json_schema(schema, any_whitespace=False, strict_mode=strict)
-    return str(grammar).replace(_LAX_STRING_CHAR, _JSON_STRING_CHAR)
+    return _json_strings(str(grammar))
 
 
 def tool_calls_ebnf(source: str) -> str:
@@ -148,7 +158,14 @@ def tool_calls_ebnf(source: str) -> str:
     ]
     pieces = [g for g in (grammars[0], schema, grammars[1]) if g is not None]
     grammar = xgr.Grammar.concat(*pieces) if len(pieces) > 1 else schema
-    return str(grammar).replace(_LAX_STRING_CHAR, _JSON_STRING_CHAR)
+    return _json_strings(str(grammar))
+
+
+def _json_strings(ebnf: str) -> str:
+    """xgrammar's JSON grammar with its string characters and escapes made strict (see _LAX_STRING_CHARS)."""
+    for lax in _LAX_STRING_CHARS:
+        ebnf = ebnf.replace(lax, _JSON_STRING_CHAR)
+    return ebnf.replace(_LAX_ESCAPE, _JSON_ESCAPE)
 
 
 def choice_ebnf(choices: list[str]) -> str:

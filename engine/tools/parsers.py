@@ -94,7 +94,8 @@ class MistralParser(MarkedParser):
         return [call for item in items if (call := call_from_object(item, ("arguments", "parameters"))) is not None]
 
     def forced(self, functions: list[dict[str, Any]]) -> GrammarSpec:
-        schema = {"type": "array", "items": call_schema(functions, "arguments"), "minItems": 1, "maxItems": 1}
+        calls = call_schema(functions, "arguments", at="/items")
+        schema = {"type": "array", "items": calls, "minItems": 1, "maxItems": 1}
         return GrammarSpec.tool_calls(self.marker, schema, "")
 
 
