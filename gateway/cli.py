@@ -20,6 +20,13 @@ if TYPE_CHECKING:
     from sluicegate.tracing import TracingMiddleware
 
 
+KEEP_ALIVE_S = 75
+"""How long an idle client connection stays open. Above the clients' own idle expiry (httpx and so the openai
+client: 5 s; load balancers: 60 s), so the client always gives a connection up first: at uvicorn's default of 5 s
+both ends let go at once, and a request sent just then meets a closing socket ("Server disconnected without sending
+a response"). nginx keeps 75 s."""
+
+
 def _app_factory() -> TracingMiddleware:
     """uvicorn --workers needs an import string: each worker rebuilds the app from the same config file. Each
     worker is a gateway instance of its own (its own fail-open buckets), so num_instances counts them all."""
@@ -66,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     # No proxy-headers rewrite (the gateway never reads the client address: it would be per-request work for
     # nothing) and no `server:` header advertising the stack.
     common = dict(
+        timeout_keep_alive=KEEP_ALIVE_S,
         host=host,
         port=port,
         loop="uvloop",

@@ -44,6 +44,7 @@ logger = logging.getLogger(__name__)
 
 _DRAIN_POLL_S = 0.05
 _SHUTDOWN_GRACE_S = 5  # seconds (uvicorn takes an int)
+_KEEP_ALIVE_S = 75  # seconds an idle client connection stays open
 
 
 class ReplicaServer(uvicorn.Server):
@@ -67,6 +68,9 @@ class ReplicaServer(uvicorn.Server):
                 log_level=config.log_level,
                 # The drain already waited; this only bounds the responses that end once the engine stopped.
                 timeout_graceful_shutdown=_SHUTDOWN_GRACE_S,
+                # Past clients' own idle expiry (openai's 5 s; the gateway's pool gives connections up at 4 s), so
+                # a request is never sent on a connection the replica is just closing (gateway/cli.py KEEP_ALIVE_S).
+                timeout_keep_alive=_KEEP_ALIVE_S,
                 lifespan="on",
             )
         )

@@ -11,6 +11,7 @@ import pytest
 import redis
 
 from gateway.app import build_app
+from gateway.cli import KEEP_ALIVE_S
 from gateway.config import config_from_dict
 from tests.gateway.fake_upstream import FakeUpstream
 from tests.gateway.servers import ThreadServer
@@ -72,7 +73,7 @@ def gateway_config(
 @contextlib.contextmanager
 def serve_gateway(config: dict, **kwargs):
     app = build_app(config_from_dict(config), **kwargs)
-    with ThreadServer(app) as server:
+    with ThreadServer(app, keep_alive_s=KEEP_ALIVE_S) as server:  # as `sluicegate gateway` serves it
         server.gateway = app.state.gateway
         yield server
 

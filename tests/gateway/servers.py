@@ -12,7 +12,16 @@ import uvicorn
 class ThreadServer:
     """`app` on host:port (port 0: a free one); TLS when given a certificate and its key."""
 
-    def __init__(self, app, lifespan: str = "on", host: str = "127.0.0.1", port: int = 0, certfile=None, keyfile=None):
+    def __init__(
+        self,
+        app,
+        lifespan: str = "on",
+        host: str = "127.0.0.1",
+        port: int = 0,
+        certfile=None,
+        keyfile=None,
+        keep_alive_s: int = 5,
+    ):
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((host, port))
@@ -26,6 +35,7 @@ class ThreadServer:
             loop="asyncio",
             access_log=False,
             timeout_graceful_shutdown=2,
+            timeout_keep_alive=keep_alive_s,
             **tls,
         )
         self.server = uvicorn.Server(config)
