@@ -38,20 +38,8 @@ def profile_steps(model_dir: str, num_steps: int, batch_sizes=BATCH_SIZES, timer
     for batch in batch_sizes:
         # Enough tokens that no request finishes inside the measured steps: the batch stays `batch` throughout.
         params = SamplingParams(temperature=0.0, max_tokens=WARMUP_STEPS + num_steps + 2, ignore_eos=True)
-        ids = [f"b{batch}-{i}" for i in range(batch)]
-        for request_id in ids:
-            engine.add_request(request_id, rng.integers(5, vocab, size=PROMPT_TOKENS).tolist(), params)
-        while engine.scheduler.waiting or any(s.is_prefilling for s in engine.scheduler.running):
-            engine.step()
-        for _ in range(WARMUP_STEPS):
-            engine.step()
-        engine.clock.reset()
-        engine.clock.enabled = True
-        for _ in range(num_steps):
-            engine.step()
-        engine.clock.enabled = False
-        for request_id in ids:
-            engine.abort_request(request_id)
+        prompts = [rng.integers(5, vocab, size=PROMPT_TOKENS).tolist() for _ in range(batch)]
+        decode_steps(engine, f"b{batch}", prompts, params, num_steps)
         per_step_ms = engine.clock.median_ms()
         totals_s = [sum(phase_s) for phase_s in zip(*engine.clock.steps_s.values())]
         total_ms = float(np.median(totals_s)) * 1000
@@ -59,6 +47,29 @@ def profile_steps(model_dir: str, num_steps: int, batch_sizes=BATCH_SIZES, timer
         rows.append({"batch": batch, "steps": engine.clock.num_steps, **{f"{p}_ms": per_step_ms[p] for p in PHASES},
                      "total_ms": total_ms, "outside_forward_ms": outside_ms})  # fmt: skip
     return rows
+
+
+def decode_steps(engine, prefix: str, prompts: list[list[int]], params, num_steps: int) -> dict[str, list[float]]:
+    """`prompts` prefilled and warmed up, then `num_steps` decode steps of exactly that batch on the engine's step
+    clock (each phase's seconds in each step); the requests are aborted after. Raises if one finished inside the
+    measured steps (the batch was not constant)."""
+    ids = [f"{prefix}-{i}" for i in range(len(prompts))]
+    for request_id, prompt in zip(ids, prompts):
+        engine.add_request(request_id, prompt, params)
+    while engine.scheduler.waiting or any(s.is_prefilling for s in engine.scheduler.running):
+        engine.step()
+    for _ in range(WARMUP_STEPS):
+        engine.step()
+    engine.clock.reset()
+    engine.clock.enabled = True
+    for _ in range(num_steps):
+        engine.step()
+    engine.clock.enabled = False
+    if len(engine.scheduler.running) != len(prompts):
+        raise RuntimeError(f"{prefix}: a request finished inside the measured steps; the batch was not constant")
+    for request_id in ids:
+        engine.abort_request(request_id)
+    return engine.clock.steps_s
 
 
 def print_profile_table(rows: list[dict], meta: dict) -> None:

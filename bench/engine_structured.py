@@ -24,13 +24,11 @@ import numpy as np
 import torch
 import xgrammar as xgr
 
+from bench.engine_profile import BATCH_SIZES, PROMPT_TOKENS, WARMUP_STEPS, decode_steps
 from engine.step_profile import PHASES
 from engine.structured.masker import GrammarMasker
 from engine.structured.spec import GrammarSpec
 
-BATCH_SIZES = (1, 8, 64)
-PROMPT_TOKENS = 32
-WARMUP_STEPS = 4
 ROUNDS = 8
 MIN_RECORDS = 256  # each record is over 100 characters of keys and punctuation: the grammar cannot end in 25k tokens
 
@@ -108,7 +106,7 @@ def bench_structured(model_dir: str, num_steps: int, batch_sizes=BATCH_SIZES, **
         for round_index in range(ROUNDS):
             for kind, params in (("unconstrained", unconstrained), ("structured", structured)):
                 masker.enabled = kind == "structured"
-                clock = _decode(engine, f"{kind}-{batch}-{round_index}", prompts, params, round_steps)
+                clock = decode_steps(engine, f"{kind}-{batch}-{round_index}", prompts, params, round_steps)
                 masker.enabled = False
                 for phase in PHASES:
                     phases_s[kind][phase] += clock[phase]
@@ -133,28 +131,6 @@ def _row(batch: int, phases_s: dict[str, dict[str, list[float]]], masker_s: list
         "masker_ms": float(np.median(masker_s)) * 1000,
         "phases_ms": {k: {p: float(np.median(s)) * 1000 for p, s in phases.items()} for k, phases in phases_s.items()},
     }  # fmt: skip
-
-
-def _decode(engine, prefix: str, prompts: list[list[int]], params, num_steps: int) -> dict[str, list[float]]:
-    """The batch prefilled and warmed up, then `num_steps` decode steps of exactly that batch; each phase's seconds
-    in each of them."""
-    ids = [f"{prefix}-{i}" for i in range(len(prompts))]
-    for request_id, prompt in zip(ids, prompts):
-        engine.add_request(request_id, prompt, params)
-    while engine.scheduler.waiting or any(s.is_prefilling for s in engine.scheduler.running):
-        engine.step()
-    for _ in range(WARMUP_STEPS):
-        engine.step()
-    engine.clock.reset()
-    engine.clock.enabled = True
-    for _ in range(num_steps):
-        engine.step()
-    engine.clock.enabled = False
-    if len(engine.scheduler.running) != len(prompts):
-        raise RuntimeError(f"{prefix}: a request finished inside the measured steps; the batch was not constant")
-    for request_id in ids:
-        engine.abort_request(request_id)
-    return engine.clock.steps_s
 
 
 def print_structured_table(rows: list[dict], meta: dict) -> None:

@@ -11,8 +11,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from engine.server import sse
 from engine.server.errors import InvalidRequestError
 from sluicegate.responses import ResponseHead, ResponsesRequestError, ResponsesStream, response_object, to_chat
-
-JsonObject = dict
+from sluicegate.responses.request import JsonObject
 
 
 def chat_body(body: JsonObject) -> JsonObject:

@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+
 import openai
 import pytest
 import torch
 
 from tests.engine.server.live import LiveServer, make_engine
+
+# A Llama-3.1-style template that renders `tools` and the history's `tool_calls` (arguments decoded into objects):
+# the tiny model's own template renders neither.
+TOOLS_TEMPLATE = (
+    "{{ bos_token }}"
+    "{% if tools is not none %}<|start_header_id|>system<|end_header_id|>\n\n"
+    "{% for tool in tools %}{{ tool | tojson }}\n{% endfor %}<|eot_id|>{% endif %}"
+    "{% for message in messages %}<|start_header_id|>{{ message['role'] }}<|end_header_id|>\n\n"
+    "{% if message.tool_calls %}{% for call in message.tool_calls %}"
+    '{"name": "{{ call.function.name }}", "parameters": {{ call.function.arguments | tojson }}}'
+    "{% endfor %}{% else %}{{ message['content'] | trim }}{% endif %}<|eot_id|>{% endfor %}"
+    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -36,3 +53,16 @@ def client(live_server) -> openai.OpenAI:
 @pytest.fixture(scope="module")
 def model(client) -> str:
     return client.models.list().data[0].id
+
+
+@pytest.fixture(scope="session")
+def tools_model_dir(tiny_model_dir, tmp_path_factory) -> str:
+    """The tiny model with TOOLS_TEMPLATE as its chat template (made once: tests only read it)."""
+    folder = tmp_path_factory.mktemp("tiny-tools") / "model"
+    shutil.copytree(tiny_model_dir, folder)
+    config_path = folder / "tokenizer_config.json"
+    config = json.loads(config_path.read_text())
+    config.pop("chat_template", None)
+    config_path.write_text(json.dumps(config))
+    Path(folder / "chat_template.jinja").write_text(TOOLS_TEMPLATE)
+    return str(folder)

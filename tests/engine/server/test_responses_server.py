@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import enum
 import json
-import shutil
-from pathlib import Path
 
 import httpx
 import jsonschema
@@ -17,7 +15,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from tests.engine.server.live import LiveServer, make_engine
-from tests.engine.server.test_tool_calls_server import TIME_PARAMETERS, TOOLS_TEMPLATE, WEATHER_PARAMETERS
+from tests.engine.server.test_tool_calls_server import TIME_PARAMETERS, WEATHER_PARAMETERS
 from tests.gateway.conftest import Admin, gateway_config, serve_gateway, wait_until
 
 TOOLS = [
@@ -42,18 +40,6 @@ class Pet(BaseModel):
     age: int = Field(ge=0, le=30)
     tags: list[str] = Field(max_length=2)
     owner: str | None = Field(max_length=8)
-
-
-@pytest.fixture(scope="module")
-def tools_model_dir(tiny_model_dir, tmp_path_factory) -> str:
-    folder = tmp_path_factory.mktemp("tiny-responses") / "model"
-    shutil.copytree(tiny_model_dir, folder)
-    config_path = folder / "tokenizer_config.json"
-    config = json.loads(config_path.read_text())
-    config.pop("chat_template", None)
-    config_path.write_text(json.dumps(config))
-    Path(folder / "chat_template.jinja").write_text(TOOLS_TEMPLATE)
-    return str(folder)
 
 
 @pytest.fixture(scope="module")

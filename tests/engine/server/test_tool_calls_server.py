@@ -7,8 +7,6 @@ does, so the tool definitions and a call's decoded arguments really are in the p
 from __future__ import annotations
 
 import json
-import shutil
-from pathlib import Path
 
 import jsonschema
 import openai
@@ -43,16 +41,6 @@ TOOLS = [
 SCHEMAS = {"get_weather": WEATHER_PARAMETERS, "get_time": TIME_PARAMETERS}
 MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]
 NAMED = {"type": "function", "function": {"name": "get_weather"}}
-TOOLS_TEMPLATE = (
-    "{{ bos_token }}"
-    "{% if tools is not none %}<|start_header_id|>system<|end_header_id|>\n\n"
-    "{% for tool in tools %}{{ tool | tojson }}\n{% endfor %}<|eot_id|>{% endif %}"
-    "{% for message in messages %}<|start_header_id|>{{ message['role'] }}<|end_header_id|>\n\n"
-    "{% if message.tool_calls %}{% for call in message.tool_calls %}"
-    '{"name": "{{ call.function.name }}", "parameters": {{ call.function.arguments | tojson }}}'
-    "{% endfor %}{% else %}{{ message['content'] | trim }}{% endif %}<|eot_id|>{% endfor %}"
-    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
-)
 # Texts a model in each family writes for a call; forced with guided_regex to test `auto` parsing end to end.
 AUTO_TEXTS = {
     "hermes": r'Sure\.<tool_call>\n\{"name": "get_time", "arguments": \{"zone": "UTC"\}\}\n</tool_call>',
@@ -60,18 +48,6 @@ AUTO_TEXTS = {
     "mistral": r'Sure\.\[TOOL_CALLS\]\[\{"name": "get_time", "arguments": \{"zone": "UTC"\}\}\]',
 }
 AUTO_CONTENT = {"hermes": "Sure.", "llama3_json": None, "mistral": "Sure."}
-
-
-@pytest.fixture(scope="module")
-def tools_model_dir(tiny_model_dir, tmp_path_factory) -> str:
-    folder = tmp_path_factory.mktemp("tiny-tools") / "model"
-    shutil.copytree(tiny_model_dir, folder)
-    config_path = folder / "tokenizer_config.json"
-    config = json.loads(config_path.read_text())
-    config.pop("chat_template", None)
-    config_path.write_text(json.dumps(config))
-    Path(folder / "chat_template.jinja").write_text(TOOLS_TEMPLATE)
-    return str(folder)
 
 
 @pytest.fixture(scope="module", params=["hermes", "llama3_json", "mistral"])
