@@ -45,6 +45,9 @@ STOP_TIMEOUT_S = 15.0
 # Tiny model, fp32 on CPU: 512 bytes of KV per token, so 64 MiB holds 131k tokens per replica.
 REPLICA_KV_CACHE_BYTES = 64 << 20
 KV_NOTE = "\n            prompts of 256 tokens or more are prefilled on the first and decoded on the second"
+# `--disagg`'s start-up check: 8 of these are some 330 tokens of the tiny model, past the gateway's 256.
+HANDOFF_CHECK_TEXT = "The prefill replica computes this prompt and the decode replica reads its KV. "
+HANDOFF_CHECKS = 3
 
 
 class UpError(Exception):
@@ -242,21 +245,27 @@ def wait_healthy(children: list[Child], timeout_s: float, stop: threading.Event)
             stop.wait(0.25)
 
 
-def wait_routable(stack: Stack, timeout_s: float, stop: threading.Event) -> None:
-    """The gateway's /health does not say whether its router has seen a healthy replica yet (its probes run every
-    few seconds): one real completion through it, retried while it answers 503, proves the whole path works."""
-    body = json.dumps({"model": MODEL_NAME, "prompt": "ready?", "max_tokens": 1}).encode()
+def _complete(stack: Stack, prompt: str) -> dict:
+    """One completion of a token through the gateway, as the demo tenant; its JSON answer."""
+    body = json.dumps({"model": MODEL_NAME, "prompt": prompt, "max_tokens": 1}).encode()
     request = urllib.request.Request(
         f"{stack.gateway_url}/v1/completions",
         data=body,
         headers={"Authorization": f"Bearer {stack.api_key}", "Content-Type": "application/json"},
     )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        answer: dict = json.load(response)
+        return answer
+
+
+def wait_routable(stack: Stack, timeout_s: float, stop: threading.Event) -> None:
+    """The gateway's /health does not say whether its router has seen a healthy replica yet (its probes run every
+    few seconds): one real completion through it, retried while it answers 503, proves the whole path works."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                if response.status == 200:
-                    return
+            _complete(stack, "ready?")
+            return
         except urllib.error.HTTPError as exc:
             if exc.code != 503:
                 raise UpError(
@@ -270,6 +279,26 @@ def wait_routable(stack: Stack, timeout_s: float, stop: threading.Event) -> None
             logs = stack.children[0].log_path.parent
             raise UpError(f"the gateway found no healthy replica within {timeout_s:.0f}s; logs: {logs}")
         stop.wait(0.25)
+
+
+def check_handoff(stack: Stack) -> None:
+    """`--disagg`: one prompt long enough for the prefill replica, whose KV the decode replica must read (its
+    cached tokens say so). It also makes the two replicas' first contact (the decode replica fetches the prefill
+    replica's NIXL metadata and UCX connects them), which a user's first request would otherwise wait for, falling
+    back to a prefill of its own if that took too long. Tried a few times, each with a prompt of its own (a retried
+    one would be found in the decode replica's own prefix cache)."""
+    for attempt in range(HANDOFF_CHECKS):
+        prompt = f"Check {attempt}: {HANDOFF_CHECK_TEXT * 8}"
+        try:
+            usage = _complete(stack, prompt).get("usage") or {}
+        except (urllib.error.URLError, OSError, ValueError):
+            continue
+        if (usage.get("prompt_tokens_details") or {}).get("cached_tokens"):
+            return
+    logs = stack.children[0].log_path.parent
+    raise UpError(
+        f"the decode replica never read a prompt's KV from the prefill replica ({HANDOFF_CHECKS} tries); logs: {logs}"
+    )
 
 
 def _answers(url: str) -> bool:
@@ -364,6 +393,8 @@ def start_stack(args: argparse.Namespace, state_dir: Path, stop: threading.Event
     started_s = time.monotonic()
     wait_healthy(stack.children, args.startup_timeout_s, stop)
     wait_routable(stack, args.startup_timeout_s - (time.monotonic() - started_s), stop)
+    if args.disagg:
+        check_handoff(stack)
 
 
 def banner(stack: Stack, state_dir: Path, disagg: bool = False) -> str:

@@ -187,18 +187,32 @@ def test_disagg_prefills_on_one_replica_and_decodes_on_the_other(stack, tmp_path
         assert urls, output
         base_url = re.search(r"^  gateway   (\S+)$", output, re.M).group(1)
         api_key = re.search(r"^  api key   (\S+)$", output, re.M).group(1)
-        client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=60)
-        prompt = "A prompt long enough for the prefill replica. " * 40
-        answer = client.completions.create(model="tiny", prompt=prompt, max_tokens=8, temperature=0)
-        assert answer.choices[0].text and answer.usage.prompt_tokens >= 256
-        assert answer.usage.prompt_tokens_details.cached_tokens == (answer.usage.prompt_tokens - 1) // 16 * 16
+        prefill_url, decode_url = urls.groups()
 
         def metric(url: str, name: str) -> float:
             lines = httpx.get(url + "/metrics").text.splitlines()
             return sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith(name + "{"))
 
-        assert metric(urls.group(1), "sluicegate_engine_kv_handoffs_total") == 1
-        assert metric(urls.group(2), "sluicegate_engine_kv_blocks_read_total") == (answer.usage.prompt_tokens - 1) // 16
+        def diagnosis() -> str:  # why a handoff did not happen, should it not
+            hops = [line for line in httpx.get(base_url.removesuffix("/v1") + "/metrics").text.splitlines()
+                    if line.startswith("sluicegate_prefill_hops")]  # fmt: skip
+            fallbacks = [line for line in httpx.get(decode_url + "/metrics").text.splitlines()
+                         if line.startswith("sluicegate_engine_kv_pull_fallbacks")]  # fmt: skip
+            logs = "\n".join(f"{p.name}: {p.read_text()[-1500:]}" for p in sorted((tmp_path / "logs").glob("*.log")))
+            return "\n".join([*hops, *fallbacks, logs])
+
+        # `up --disagg` checked a handoff before it printed its banner
+        assert metric(decode_url, "sluicegate_engine_kv_blocks_read_total") > 0, diagnosis()
+        handoffs_before = metric(prefill_url, "sluicegate_engine_kv_handoffs_total")
+        blocks_read_before = metric(decode_url, "sluicegate_engine_kv_blocks_read_total")
+        client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=60)
+        prompt = "A prompt long enough for the prefill replica. " * 40
+        answer = client.completions.create(model="tiny", prompt=prompt, max_tokens=8, temperature=0)
+        assert answer.choices[0].text and answer.usage.prompt_tokens >= 256
+        full_blocks = (answer.usage.prompt_tokens - 1) // 16
+        assert answer.usage.prompt_tokens_details.cached_tokens == full_blocks * 16, diagnosis()
+        assert metric(prefill_url, "sluicegate_engine_kv_handoffs_total") - handoffs_before == 1
+        assert metric(decode_url, "sluicegate_engine_kv_blocks_read_total") - blocks_read_before == full_blocks
     finally:
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=60) == 0
