@@ -32,7 +32,8 @@ COPY pyproject.toml README.md ./
 COPY sluicegate ./sluicegate
 COPY engine ./engine
 COPY kernels ./kernels
-RUN pip install ".[engine]" && python -c "import engine.server.cli"
+# NIXL for --kv-role prefill|decode: the meta package, which loads the build for torch's CUDA (12 or 13).
+RUN pip install ".[engine,disagg-gpu]" && python -c "import engine.server.cli, engine.kv_transfer.nixl_connector"
 USER sluicegate
 EXPOSE 8100
 CMD ["sluicegate", "engine", "--model", "/models/tiny", "--host", "0.0.0.0", "--port", "8100"]

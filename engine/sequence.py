@@ -37,6 +37,35 @@ class Sequence:
     """Each field has one writer, named beside it: LLMEngine (tokens and output), Scheduler (status),
     KVCacheManager (KV state: computed tokens, blocks), the speculator (the draft model's progress)."""
 
+    # Slotted: the step reads a handful of these per sequence, at batch 64 thousands of lookups a step.
+    __slots__ = (
+        "seq_id",
+        "request",
+        "index",
+        "num_prompt_tokens",
+        "status",
+        "num_computed_tokens",
+        "block_table",
+        "block_hashes",
+        "num_cached_blocks",
+        "host_block_ids",
+        "num_draft_computed",
+        "token_ids",
+        "output_ids",
+        "generator",
+        "sampling_row",
+        "grammar",
+        "detokenizer",
+        "logprobs",
+        "finish_reason",
+        "stop_reason",
+        "num_emitted_tokens",
+        "num_emitted_logprobs",
+        "pooling",
+        "pooled_sum",
+        "embedding",
+    )
+
     def __init__(
         self,
         request: Request,

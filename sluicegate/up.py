@@ -33,7 +33,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import yaml
 
@@ -245,7 +245,7 @@ def wait_healthy(children: list[Child], timeout_s: float, stop: threading.Event)
             stop.wait(0.25)
 
 
-def _complete(stack: Stack, prompt: str) -> dict:
+def _complete(stack: Stack, prompt: str) -> dict[str, Any]:
     """One completion of a token through the gateway, as the demo tenant; its JSON answer."""
     body = json.dumps({"model": MODEL_NAME, "prompt": prompt, "max_tokens": 1}).encode()
     request = urllib.request.Request(
@@ -254,7 +254,7 @@ def _complete(stack: Stack, prompt: str) -> dict:
         headers={"Authorization": f"Bearer {stack.api_key}", "Content-Type": "application/json"},
     )
     with urllib.request.urlopen(request, timeout=30) as response:
-        answer: dict = json.load(response)
+        answer: dict[str, Any] = json.load(response)
         return answer
 
 
