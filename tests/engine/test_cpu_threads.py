@@ -48,6 +48,17 @@ def test_a_blip_costs_one_sample_and_the_count_never_drops_below_one():
     assert threads.threads == 1 and calls[-1] == 1
 
 
+def test_a_burst_of_waking_threads_costs_one_sample():
+    others = [0]
+    calls: list[int] = []
+    threads = AdaptiveThreads(2, calls.append, cores=2, sample_every_steps=1, count_others=lambda: others[0])
+    others[0] = 13  # a broker's schedulers all runnable at one instant
+    drive(threads, 1)
+    others[0] = 0
+    drive(threads, 1)  # one quiet sample gives the cores back, as after any single busy sample
+    assert calls == [1, 2] and threads.threads == 2
+
+
 def test_a_busy_process_is_counted_and_this_process_threads_are_not():
     assert supported()
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
