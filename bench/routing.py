@@ -34,11 +34,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.routing_baselines import (
-    LeastQueuedPrefillPolicy,
-    LlmdPrecisePolicy,
-    SglangCacheAwarePolicy,
-)
+from bench.routing_baselines import LeastQueuedPrefillPolicy, LlmdPrecisePolicy
 from bench.routing_e2e import E2eSettings, print_e2e, run_e2e
 from bench.sim.bounds import ceiling_hit_rate, pooled_lru_hit_rate, pooled_opt_hit_rate, ttft_floor_s
 from bench.sim.cluster import ClusterSpec, RunResult, simulate, time_scale
@@ -91,6 +87,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--e2e-requests", type=int, default=E2eSettings.num_requests)
     parser.add_argument("--e2e-concurrency", type=int, default=E2eSettings.concurrency)
     parser.add_argument("--e2e-kv-blocks", type=int, default=E2eSettings.num_kv_blocks, help="KV blocks per replica")
+    parser.add_argument("--e2e-trace", default=None, help="replay a Mooncake trace (a name or a path), open loop")
+    parser.add_argument("--e2e-rates", default="2,4", help="trace replay: comma-separated loads in requests per second")
+    parser.add_argument("--e2e-block-words", type=int, default=E2eSettings.block_words)
+    parser.add_argument("--e2e-max-tokens", type=int, default=E2eSettings.max_tokens)
+    parser.add_argument("--e2e-max-prompt-words", type=int, default=E2eSettings.max_prompt_words)
     parser.add_argument(
         "--e2e-policies",
         default=f"{OURS},least_loaded,round_robin",
@@ -108,7 +109,11 @@ def _make(policy: str, history_blocks: int, seed: int):
     if policy == "consistent_hash":
         return make_policy(PolicyConfig(name="consistent_hash")), "precise", None
     if policy == "sglang_cache_aware":  # its tree: where it routed, bounded like its max_tree_size
-        return SglangCacheAwarePolicy(), "history", HistoryIndex(float("inf"), history_blocks)
+        return (
+            make_policy(PolicyConfig(name="sglang_cache_aware")),
+            "history",
+            HistoryIndex(float("inf"), history_blocks),
+        )
     if policy == "llmd_precise":
         return LlmdPrecisePolicy(seed=seed), "precise", None
     return make_policy(PolicyConfig(name=policy)), "precise", None
@@ -313,6 +318,11 @@ def main(argv: list[str]) -> int:
             num_requests=args.e2e_requests,
             concurrency=args.e2e_concurrency,
             num_kv_blocks=args.e2e_kv_blocks,
+            max_tokens=args.e2e_max_tokens,
+            trace=args.e2e_trace,
+            rates=tuple(float(rate) for rate in args.e2e_rates.split(",")),
+            block_words=args.e2e_block_words,
+            max_prompt_words=args.e2e_max_prompt_words,
         )
         output["end_to_end"] = run_e2e(settings, args.e2e_policies.split(","))
         if not args.json:

@@ -1,12 +1,6 @@
-"""Baselines for the routing benchmark that are not product policies, each at its project's defaults.
-
-`SglangCacheAwarePolicy`: the decision rule of SGLang's router (sgl-router, `cache_aware`). When the pool is
-imbalanced, i.e. (max - min) running requests > balance_abs_threshold AND max > balance_rel_threshold * min, the
-request goes to the replica with the fewest running requests. Otherwise, if its best prefix match in the router's
-approximate radix tree (what the router sent where, not what replicas hold) covers more than cache_threshold of the
-prompt, to that replica; otherwise to the replica with the smallest tree (the most free cache). Defaults of its
-launcher: cache_threshold 0.5, balance_abs_threshold 32, balance_rel_threshold 1.0001. The benchmark feeds it
-`matched_blocks` and `indexed_blocks` from a HistoryIndex, its approximate tree.
+"""Baselines for the routing benchmark that are not product policies, each at its project's defaults. (SGLang's
+router rule is one the gateway can run too, for end-to-end comparisons: gateway/routing/policies/sglang_cache_aware.py;
+the simulation feeds it `matched_blocks` and `indexed_blocks` from a HistoryIndex, its approximate tree.)
 
 `LlmdPrecisePolicy`: llm-d's inference scheduler with its precise prefix-cache scorer (fed by the replicas' KV
 events), the queue scorer and the KV-cache-utilisation scorer, summed with the weights of llm-d's
@@ -21,32 +15,6 @@ import random
 from collections.abc import Sequence
 
 from gateway.routing.policies.base import Candidate, Choice, PolicyRequest
-
-
-class SglangCacheAwarePolicy:
-    name = "sglang_cache_aware"
-
-    def __init__(
-        self, cache_threshold: float = 0.5, balance_abs_threshold: int = 32, balance_rel_threshold: float = 1.0001
-    ) -> None:
-        self.cache_threshold = cache_threshold
-        self.balance_abs_threshold = balance_abs_threshold
-        self.balance_rel_threshold = balance_rel_threshold
-
-    def choose(self, request: PolicyRequest, candidates: Sequence[Candidate]) -> Choice:
-        loads = [c.load.inflight_requests for c in candidates]
-        least_loaded = min(range(len(candidates)), key=loads.__getitem__)
-        imbalanced = max(loads) - min(loads) > self.balance_abs_threshold and max(
-            loads
-        ) > self.balance_rel_threshold * min(loads)
-        if imbalanced:
-            return Choice(index=least_loaded, reason="load")
-        best = max(range(len(candidates)), key=lambda i: candidates[i].matched_blocks)
-        saved = min(candidates[best].matched_blocks * request.block_size, request.prompt_tokens)
-        if request.prompt_tokens and saved / request.prompt_tokens > self.cache_threshold:
-            return Choice(index=best, reason="prefix", saved_tokens=saved)
-        smallest_tree = min(range(len(candidates)), key=lambda i: candidates[i].indexed_blocks)
-        return Choice(index=smallest_tree, reason="load")
 
 
 class LlmdPrecisePolicy:

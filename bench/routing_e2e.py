@@ -8,7 +8,16 @@ request one group's prefix plus a random suffix, at `--concurrency`. Each policy
 first run does not warm the second. Reported per policy: the replicas' own prefix-cache hit rate
 (delta of vllm:prefix_cache_hits / vllm:prefix_cache_queries), the prefix the router believed the chosen replica
 held (sluicegate_routing_matched_prefix_tokens / prompt_tokens: close to the replica's figure when the gateway's
-hashes and the replicas' KV events agree), TTFT mean/p50/p90 as the client sees it, requests/s and output tokens/s.
+hashes and the replicas' KV events agree), TTFT mean/p50/p90/p99 as the client sees it, requests/s and output
+tokens/s.
+
+`--e2e-trace NAME|PATH` replays the first `--e2e-requests` requests of a Mooncake trace instead, open loop, once per
+load in `--e2e-rates` (requests per second: the trace's own arrival times stretched or squeezed to that mean rate, so
+its bursts stay). Prompts are built from the hash ids as `sluicegate bench serve` builds them, each 512-token block
+`--e2e-block-words` words, so requests share prefixes exactly as far as their hash ids agree (a prompt is cut at
+`--e2e-max-prompt-words`); output lengths are the trace's, scaled by the same factor (at most `--e2e-max-tokens`). Every (policy, load) run draws its words afresh, so
+no run finds the previous one's prefixes cached. `sglang_cache_aware` runs with the replicas' KV events off, so it
+matches against what it routed, as SGLang's router does.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.routing_procs import Proc, start_engine, start_gateway
+from bench.traces import DEFAULT_TRACES, TRACE_BLOCK_TOKENS, load_mooncake_trace
 
 _WORDS = (
     "alpha beta gamma delta value return import class while with open file path list dict tuple token block "
@@ -46,6 +56,21 @@ class E2eSettings:
     concurrency: int = 6
     max_tokens: int = 16
     num_kv_blocks: int = 160
+    trace: str | None = None
+    """A Mooncake trace (a name in bench/traces.py or a path): replayed open loop instead of the shared prefixes."""
+    rates: tuple[float, ...] = (2.0, 4.0)
+    """Trace replay: the loads, in requests per second."""
+    block_words: int = 12
+    """Trace replay: words per 512-token hash block (the prompts' scale)."""
+    max_prompt_words: int = 600
+    """Trace replay: longer prompts are cut (their tail), as `bench serve --max-input-len` does."""
+
+
+@dataclass(frozen=True)
+class TraceJob:
+    offset_s: float
+    prompt: str
+    max_tokens: int
 
 
 def _metric_sums(url: str, names: tuple[str, str]) -> tuple[float, float]:
@@ -69,6 +94,30 @@ def _workload(settings: E2eSettings, seed: int) -> list[str]:
     groups = [i % settings.num_prefixes for i in range(settings.num_requests)]
     rng.shuffle(groups)
     return [prefixes[g] + " " + " ".join(rng.choices(_WORDS, k=settings.suffix_words)) for g in groups]
+
+
+def _trace_workload(settings: E2eSettings, rate: float, salt: int) -> list[TraceJob]:
+    """The trace's first requests as prompts of words, their arrivals scaled to `rate` requests per second."""
+    assert settings.trace is not None
+    path = DEFAULT_TRACES.get(settings.trace) or Path(settings.trace)
+    rows = load_mooncake_trace(path, limit=settings.num_requests)
+    start_s = rows[0].arrival_s
+    span_s = max(rows[-1].arrival_s - start_s, 1e-9)
+    stretch = (len(rows) - 1) / span_s / rate if len(rows) > 1 else 0.0
+    words_per_token = settings.block_words / TRACE_BLOCK_TOKENS
+    blocks: dict[int, str] = {}
+    jobs = []
+    for row in rows:
+        for hash_id in row.block_hashes:
+            if hash_id not in blocks:  # the same id, the same words: shared prefixes stay shared
+                blocks[hash_id] = " ".join(
+                    random.Random(hash_id * 1_000_003 + salt).choices(_WORDS, k=settings.block_words)
+                )
+        words = " ".join(blocks[h] for h in row.block_hashes).split()
+        num_words = min(max(1, round(row.prompt_tokens * words_per_token)), settings.max_prompt_words)
+        max_tokens = min(max(1, round(row.output_tokens * words_per_token)), settings.max_tokens)
+        jobs.append(TraceJob((row.arrival_s - start_s) * stretch, " ".join(words[:num_words]), max_tokens))
+    return jobs
 
 
 async def _one(client: httpx.AsyncClient, url: str, prompt: str, max_tokens: int) -> tuple[float, int]:
@@ -112,14 +161,36 @@ async def _drive(url: str, prompts: list[str], settings: E2eSettings) -> tuple[l
     return [r[0] for r in results], sum(r[1] for r in results), wall_s
 
 
-def _run_policy(policy: str, seed: int, engines: list[Proc], model_dir: str, workdir: Path, settings) -> dict:
+async def _replay(url: str, jobs: list[TraceJob]) -> tuple[list[float], int, float]:
+    """Open loop: each request sent at its offset, whatever is still running."""
+    async with httpx.AsyncClient(limits=httpx.Limits(max_connections=len(jobs))) as client:
+        started = time.perf_counter()
+
+        async def at_offset(job: TraceJob) -> tuple[float, int]:
+            await asyncio.sleep(max(0.0, started + job.offset_s - time.perf_counter()))
+            return await _one(client, url, job.prompt, job.max_tokens)
+
+        results = await asyncio.gather(*(at_offset(job) for job in jobs))
+        wall_s = time.perf_counter() - started
+    return [r[0] for r in results], sum(r[1] for r in results), wall_s
+
+
+def _run_policy(
+    policy: str, seed: int, engines: list[Proc], model_dir: str, workdir: Path, settings, rate: float | None = None
+) -> dict:
     urls = [e.url for e in engines]
-    gateway = start_gateway(model_dir, _SERVED_NAME, urls, policy, _API_KEY, workdir)
+    # SGLang's router has no feed of what replicas cache: it matches against what it routed (the history index).
+    kv_events = policy != "sglang_cache_aware"
+    gateway = start_gateway(model_dir, _SERVED_NAME, urls, policy, _API_KEY, workdir, kv_events)
     try:
         gateway.wait_healthy()
         time.sleep(1.5)  # the router's first probes and KV-event snapshots
         before = [_metric_sums(u, _REPLICA_HITS) for u in urls]
-        ttfts, output_tokens, wall_s = asyncio.run(_drive(gateway.url, _workload(settings, seed), settings))
+        if rate is None:
+            ttfts, output_tokens, wall_s = asyncio.run(_drive(gateway.url, _workload(settings, seed), settings))
+        else:
+            jobs = _trace_workload(settings, rate, seed)
+            ttfts, output_tokens, wall_s = asyncio.run(_replay(gateway.url, jobs))
         after = [_metric_sums(u, _REPLICA_HITS) for u in urls]
         matched_tokens, prompt_tokens = _metric_sums(gateway.url, _ROUTER_HITS)
     finally:
@@ -129,11 +200,13 @@ def _run_policy(policy: str, seed: int, engines: list[Proc], model_dir: str, wor
     ttfts.sort()
     return {
         "policy": policy,
+        "rate": rate,
         "replica_hit_rate": hits / queries if queries else 0.0,
         "router_matched_rate": matched_tokens / prompt_tokens if prompt_tokens else 0.0,
         "ttft_mean_s": statistics.fmean(ttfts),
         "ttft_p50_s": ttfts[len(ttfts) // 2],
         "ttft_p90_s": ttfts[int(0.9 * (len(ttfts) - 1))],
+        "ttft_p99_s": ttfts[int(0.99 * (len(ttfts) - 1))],
         "requests_per_s": len(ttfts) / wall_s,
         "output_tokens_per_s": output_tokens / wall_s,
     }
@@ -152,7 +225,14 @@ def run_e2e(settings: E2eSettings, policies: list[str]) -> dict:
         try:
             for engine in engines:
                 engine.wait_healthy()
-            rows = [_run_policy(p, seed, engines, model_dir, workdir, settings) for seed, p in enumerate(policies)]
+            runs: list[tuple[str, float | None]]
+            if settings.trace is None:
+                runs = [(p, None) for p in policies]
+            else:  # each load in turn, every policy at it
+                runs = [(p, rate) for rate in settings.rates for p in policies]
+            rows = [
+                _run_policy(p, seed, engines, model_dir, workdir, settings, rate) for seed, (p, rate) in enumerate(runs)
+            ]
         finally:
             for engine in engines:
                 engine.stop()
@@ -161,18 +241,28 @@ def run_e2e(settings: E2eSettings, policies: list[str]) -> dict:
 
 def print_e2e(result: dict) -> None:
     s = result["settings"]
-    print(
-        f"\nEnd to end: gateway + {s['num_replicas']} engine replicas ({s['preset']} preset, {s['num_kv_blocks']} KV "
-        f"blocks each), {s['num_requests']} requests over {s['num_prefixes']} shared prefixes of {s['prefix_words']} "
-        f"words, concurrency {s['concurrency']}, {s['max_tokens']} output tokens"
+    replicas = (
+        f"gateway + {s['num_replicas']} engine replicas ({s['preset']} preset, {s['num_kv_blocks']} KV blocks each)"
     )
+    if s["trace"] is None:
+        workload = (
+            f"{s['num_requests']} requests over {s['num_prefixes']} shared prefixes of {s['prefix_words']} words, "
+            f"concurrency {s['concurrency']}, {s['max_tokens']} output tokens"
+        )
+    else:
+        workload = (
+            f"the first {s['num_requests']} requests of trace {s['trace']}, {s['block_words']} words per 512-token "
+            f"block (at most {s['max_prompt_words']}), at most {s['max_tokens']} output tokens, open loop at {s['rates']} requests/s"
+        )
+    print(f"\nEnd to end: {replicas}, {workload}")
     print(
-        f"{'policy':<18}{'replica hit':>12}{'router match':>13}{'ttft mean':>11}{'p50':>8}{'p90':>8}{'req/s':>8}"
-        f"{'out tok/s':>11}"
+        f"{'policy':<20}{'load':>6}{'replica hit':>12}{'router match':>13}{'ttft mean':>11}{'p50':>8}{'p90':>8}"
+        f"{'p99':>8}{'req/s':>8}{'out tok/s':>11}"
     )
     for row in result["rows"]:
+        load = "-" if row["rate"] is None else f"{row['rate']:g}"
         print(
-            f"{row['policy']:<18}{row['replica_hit_rate']:12.1%}{row['router_matched_rate']:13.1%}"
-            f"{row['ttft_mean_s']:10.3f}s{row['ttft_p50_s']:7.3f}s"
-            f"{row['ttft_p90_s']:7.3f}s{row['requests_per_s']:8.2f}{row['output_tokens_per_s']:11.1f}"
+            f"{row['policy']:<20}{load:>6}{row['replica_hit_rate']:12.1%}{row['router_matched_rate']:13.1%}"
+            f"{row['ttft_mean_s']:10.3f}s{row['ttft_p50_s']:7.3f}s{row['ttft_p90_s']:7.3f}s{row['ttft_p99_s']:7.3f}s"
+            f"{row['requests_per_s']:8.2f}{row['output_tokens_per_s']:11.1f}"
         )

@@ -77,7 +77,13 @@ def start_engine(model_dir: str, served_name: str, num_kv_blocks: int, workdir: 
 
 
 def start_gateway(
-    model_dir: str, served_name: str, replica_urls: list[str], policy: str, api_key: str, workdir: Path
+    model_dir: str,
+    served_name: str,
+    replica_urls: list[str],
+    policy: str,
+    api_key: str,
+    workdir: Path,
+    kv_events: bool = True,
 ) -> Proc:
     port = free_port()
     tenants = {
@@ -102,7 +108,7 @@ def start_gateway(
             served_name: {
                 "tokenizer": model_dir,
                 "replicas": [{"name": f"r{i}", "url": url} for i, url in enumerate(replica_urls)],
-                "routing": {"policy": policy},
+                "routing": {"policy": policy, "kv_events": kv_events},
                 "health": {"interval_s": 0.5},
             }
         },

@@ -14,7 +14,14 @@ from gateway.routing.base import Role
 from sluicegate.block_hash import DEFAULT_BLOCK_SIZE
 from sluicegate.schema import Schema, explain
 
-POLICY_NAMES = ("round_robin", "least_loaded", "consistent_hash", "prefix_affinity", "expected_ttft")
+POLICY_NAMES = (
+    "round_robin",
+    "least_loaded",
+    "consistent_hash",
+    "prefix_affinity",
+    "expected_ttft",
+    "sglang_cache_aware",
+)
 
 RoleField = Annotated[Role, Field(strict=False)]
 """A replica's role as YAML and JSON give it (a string; strict mode would take only the enum)."""
@@ -47,8 +54,8 @@ class PolicyConfig(Schema):
     """Knobs of every policy; each policy reads its own (expected_ttft.py and prefix_affinity.py explain theirs)."""
 
     name: str = Field(default="expected_ttft", alias="policy")
-    """round_robin, least_loaded, consistent_hash, prefix_affinity or expected_ttft (the default: lowest TTFT in
-    `sluicegate bench routing`)."""
+    """round_robin, least_loaded, consistent_hash, prefix_affinity, expected_ttft (the default: lowest TTFT in
+    `sluicegate bench routing`) or sglang_cache_aware (SGLang router's rule, to compare with on one's own traffic)."""
     hit_weight: Annotated[float, Field(ge=0)] = 4.0
     """expected_ttft: tokens of queue a cached prompt token is worth beyond the prefill it saves (>= 0)."""
     max_load_ratio: Annotated[float, Field(ge=1.0)] = 1.25

@@ -15,6 +15,7 @@ from gateway.routing.policies.expected_ttft import ExpectedTtftPolicy
 from gateway.routing.policies.least_loaded import LeastLoadedPolicy
 from gateway.routing.policies.prefix_affinity import PrefixAffinityPolicy
 from gateway.routing.policies.round_robin import RoundRobinPolicy
+from gateway.routing.policies.sglang_cache_aware import SglangCacheAwarePolicy
 
 
 def make_policy(config: PolicyConfig) -> Policy:
@@ -24,6 +25,8 @@ def make_policy(config: PolicyConfig) -> Policy:
         return LeastLoadedPolicy()
     if config.name == "expected_ttft":
         return ExpectedTtftPolicy(config.hit_weight)
+    if config.name == "sglang_cache_aware":
+        return SglangCacheAwarePolicy()
     if config.name == "consistent_hash":
         return ConsistentHashPolicy(
             config.max_load_ratio, config.hash_key_blocks, config.virtual_nodes, config.max_load_slack_requests
@@ -54,6 +57,7 @@ __all__ = [
     "PrefixAffinityPolicy",
     "ReplicaLoad",
     "RoundRobinPolicy",
+    "SglangCacheAwarePolicy",
     "make_decode_policy",
     "make_policy",
 ]

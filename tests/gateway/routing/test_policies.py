@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from gateway.routing.config import POLICY_NAMES, PolicyConfig
 from gateway.routing.policies import (
     Candidate,
     ConsistentHashPolicy,
@@ -13,6 +14,8 @@ from gateway.routing.policies import (
     PrefixAffinityPolicy,
     ReplicaLoad,
     RoundRobinPolicy,
+    SglangCacheAwarePolicy,
+    make_policy,
 )
 from gateway.routing.policies.base import load_cap
 
@@ -127,3 +130,24 @@ def test_expected_ttft_trades_a_cache_hit_against_the_prefill_queued_ahead():
     assert policy.choose(request, pool_with((900, 0), (50, 0))).index == 1
     # The hit weight values the hit beyond this request's own prefill.
     assert ExpectedTtftPolicy(hit_weight=1.0).choose(request, pool_with((1500, 0), (50, 0))).index == 0
+
+
+def test_sglang_cache_aware_follows_a_majority_match_else_the_emptiest_index():
+    policy = SglangCacheAwarePolicy()
+    matched = (6, 2, 0)  # blocks of the 10-block prompt each replica is believed to hold
+
+    def candidates(inflight: tuple[int, ...], matched: tuple[int, ...], indexed: tuple[int, ...]) -> list[Candidate]:
+        loads = [ReplicaLoad(inflight_requests=n) for n in inflight]
+        return [Candidate(f"r{i}", load, m, x) for i, (load, m, x) in enumerate(zip(loads, matched, indexed))]
+
+    choice = policy.choose(REQUEST, candidates((5, 0, 0), matched, (90, 10, 50)))
+    assert (choice.index, choice.reason, choice.saved_tokens) == (0, "prefix", 96)  # 60% > its 0.5 threshold
+    # Half the prompt or less is no match: the replica whose index holds the fewest blocks.
+    assert policy.choose(REQUEST, candidates((0, 0, 0), (5, 2, 0), (90, 10, 50))).index == 1
+    # Imbalanced (more than 32 apart): the least loaded, whatever it holds.
+    choice = policy.choose(REQUEST, candidates((40, 3, 7), matched, (90, 10, 50)))
+    assert (choice.index, choice.reason) == (1, "load")
+
+
+def test_every_configurable_policy_is_built_by_name():
+    assert {name: make_policy(PolicyConfig(name=name)).name for name in POLICY_NAMES} == {n: n for n in POLICY_NAMES}
