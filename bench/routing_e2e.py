@@ -15,9 +15,10 @@ tokens/s.
 load in `--e2e-rates` (requests per second: the trace's own arrival times stretched or squeezed to that mean rate, so
 its bursts stay). Prompts are built from the hash ids as `sluicegate bench serve` builds them, each 512-token block
 `--e2e-block-words` words, so requests share prefixes exactly as far as their hash ids agree (a prompt is cut at
-`--e2e-max-prompt-words`); output lengths are the trace's, scaled by the same factor (at most `--e2e-max-tokens`). Every (policy, load) run draws its words afresh, so
-no run finds the previous one's prefixes cached. `sglang_cache_aware` runs with the replicas' KV events off, so it
-matches against what it routed, as SGLang's router does.
+`--e2e-max-prompt-words`); output lengths are the trace's, scaled by the same factor (at most `--e2e-max-tokens`).
+Every (policy, load) run draws its words afresh, so no run finds the previous one's prefixes cached.
+`sglang_cache_aware` runs with the replicas' KV events off, so it matches against what it routed, as SGLang's router
+does.
 """
 
 from __future__ import annotations
