@@ -11,6 +11,7 @@
             kv_events: false            # no /v1/kv/events feed (e.g. vLLM): the router's own history stands in
         routing:                        # optional; defaults shown
           policy: expected_ttft         # round_robin | least_loaded | consistent_hash | prefix_affinity | expected_ttft
+                                        # | sglang_cache_aware (SGLang router's rule, to compare with)
           hit_weight: 4                 # expected_ttft: cost = queued prefill + uncached - hit_weight * cached tokens
           kv_events: true               # default for replicas that do not say
           max_load_ratio: 1.25          # load bound: in-flight <= ceil(ratio * (total + 1) / n) + slack
