@@ -47,7 +47,8 @@ REPLICA_KV_CACHE_BYTES = 64 << 20
 KV_NOTE = "\n            prompts of 256 tokens or more are prefilled on the first and decoded on the second"
 # `--disagg`'s start-up check: 8 of these are some 330 tokens of the tiny model, past the gateway's 256.
 HANDOFF_CHECK_TEXT = "The prefill replica computes this prompt and the decode replica reads its KV. "
-HANDOFF_CHECKS = 3
+HANDOFF_CHECK_INTERVAL_S = 0.5
+KV_BLOCKS_READ_METRIC = "sluicegate_engine_kv_blocks_read_total"
 
 
 class UpError(Exception):
@@ -281,24 +282,40 @@ def wait_routable(stack: Stack, timeout_s: float, stop: threading.Event) -> None
         stop.wait(0.25)
 
 
-def check_handoff(stack: Stack) -> None:
-    """`--disagg`: one prompt long enough for the prefill replica, whose KV the decode replica must read (its
-    cached tokens say so). It also makes the two replicas' first contact (the decode replica fetches the prefill
-    replica's NIXL metadata and UCX connects them), which a user's first request would otherwise wait for, falling
-    back to a prefill of its own if that took too long. Tried a few times, each with a prompt of its own (a retried
-    one would be found in the decode replica's own prefix cache)."""
-    for attempt in range(HANDOFF_CHECKS):
-        prompt = f"Check {attempt}: {HANDOFF_CHECK_TEXT * 8}"
+def check_handoff(stack: Stack, decode_url: str, timeout_s: float, stop: threading.Event) -> None:
+    """`--disagg`: prompts long enough for the prefill replica until the decode replica has read one's KV (its
+    `sluicegate_engine_kv_blocks_read_total` says so). Until the gateway's probes have seen the decode replica, a
+    decode hop goes to the prefill replica (served whole), so one try is not enough. It also makes the two replicas'
+    first contact (the decode replica fetches the prefill replica's NIXL metadata and UCX connects them), which a
+    user's first request would otherwise wait for. Each try has a prompt of its own (a repeated one would be found in
+    a replica's own prefix cache)."""
+    deadline = time.monotonic() + timeout_s
+    attempt = 0
+    while True:
         try:
-            usage = _complete(stack, prompt).get("usage") or {}
+            _complete(stack, f"Check {attempt}: {HANDOFF_CHECK_TEXT * 8}")
         except (urllib.error.URLError, OSError, ValueError):
-            continue
-        if (usage.get("prompt_tokens_details") or {}).get("cached_tokens"):
+            pass
+        if _kv_blocks_read(decode_url) > 0:
             return
-    logs = stack.children[0].log_path.parent
-    raise UpError(
-        f"the decode replica never read a prompt's KV from the prefill replica ({HANDOFF_CHECKS} tries); logs: {logs}"
-    )
+        if stop.is_set():
+            raise KeyboardInterrupt
+        if time.monotonic() > deadline:
+            logs = stack.children[0].log_path.parent
+            raise UpError(
+                f"the decode replica read no prompt's KV from the prefill replica in {timeout_s:.0f}s; logs: {logs}"
+            )
+        attempt += 1
+        stop.wait(HANDOFF_CHECK_INTERVAL_S)
+
+
+def _kv_blocks_read(replica_url: str) -> float:
+    try:
+        with urllib.request.urlopen(f"{replica_url}/metrics", timeout=5) as response:
+            lines = response.read().decode().splitlines()
+    except (urllib.error.URLError, OSError):
+        return 0.0
+    return sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith(KV_BLOCKS_READ_METRIC + "{"))
 
 
 def _answers(url: str) -> bool:
@@ -394,7 +411,8 @@ def start_stack(args: argparse.Namespace, state_dir: Path, stop: threading.Event
     wait_healthy(stack.children, args.startup_timeout_s, stop)
     wait_routable(stack, args.startup_timeout_s - (time.monotonic() - started_s), stop)
     if args.disagg:
-        check_handoff(stack)
+        decode_url = stack.children[1 + roles.index("decode")].health_url.removesuffix("/health")
+        check_handoff(stack, decode_url, args.startup_timeout_s - (time.monotonic() - started_s), stop)
 
 
 def banner(stack: Stack, state_dir: Path, disagg: bool = False) -> str:
