@@ -36,7 +36,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.routing_procs import Proc, start_engine, start_gateway
-from bench.traces import DEFAULT_TRACES, TRACE_BLOCK_TOKENS, load_mooncake_trace
+from bench.traces import DEFAULT_TRACES, TRACE_BLOCK_TOKENS, load_mooncake_trace, trace_prompt
 
 _WORDS = (
     "alpha beta gamma delta value return import class while with open file path list dict tuple token block "
@@ -106,18 +106,17 @@ def _trace_workload(settings: E2eSettings, rate: float, salt: int) -> list[Trace
     span_s = max(rows[-1].arrival_s - start_s, 1e-9)
     stretch = (len(rows) - 1) / span_s / rate if len(rows) > 1 else 0.0
     words_per_token = settings.block_words / TRACE_BLOCK_TOKENS
+
+    def block_text(hash_id: int) -> str:  # salted: each run its own words, shared as far as the hash ids agree
+        return " ".join(random.Random(hash_id * 1_000_003 + salt).choices(_WORDS, k=settings.block_words))
+
     blocks: dict[int, str] = {}
     jobs = []
     for row in rows:
-        for hash_id in row.block_hashes:
-            if hash_id not in blocks:  # the same id, the same words: shared prefixes stay shared
-                blocks[hash_id] = " ".join(
-                    random.Random(hash_id * 1_000_003 + salt).choices(_WORDS, k=settings.block_words)
-                )
-        words = " ".join(blocks[h] for h in row.block_hashes).split()
         num_words = min(max(1, round(row.prompt_tokens * words_per_token)), settings.max_prompt_words)
         max_tokens = min(max(1, round(row.output_tokens * words_per_token)), settings.max_tokens)
-        jobs.append(TraceJob((row.arrival_s - start_s) * stretch, " ".join(words[:num_words]), max_tokens))
+        prompt = trace_prompt(row, num_words, block_text, blocks)
+        jobs.append(TraceJob((row.arrival_s - start_s) * stretch, prompt, max_tokens))
     return jobs
 
 
@@ -253,7 +252,8 @@ def print_e2e(result: dict) -> None:
     else:
         workload = (
             f"the first {s['num_requests']} requests of trace {s['trace']}, {s['block_words']} words per 512-token "
-            f"block (at most {s['max_prompt_words']}), at most {s['max_tokens']} output tokens, open loop at {s['rates']} requests/s"
+            f"block (at most {s['max_prompt_words']} words a prompt), at most {s['max_tokens']} output tokens, "
+            f"open loop at {s['rates']} requests/s"
         )
     print(f"\nEnd to end: {replicas}, {workload}")
     print(

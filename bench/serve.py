@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from bench.traces import DEFAULT_TRACES, TRACE_BLOCK_TOKENS, load_mooncake_trace
+from bench.traces import DEFAULT_TRACES, TRACE_BLOCK_TOKENS, load_mooncake_trace, trace_prompt
 from sluicegate.sse import SseReader
 
 _WORDS = (
@@ -88,13 +88,10 @@ def mooncake_dataset(args, rng: random.Random) -> list[BenchRequest]:
     blocks: dict[int, str] = {}
     requests = []
     for row in load_mooncake_trace(path, limit=args.num_requests):
-        for hash_id in row.block_hashes:
-            if hash_id not in blocks:
-                blocks[hash_id] = _words(random.Random(hash_id), block_words)
-        words = " ".join(blocks[h] for h in row.block_hashes).split()
         num_words = min(max(1, round(row.prompt_tokens * args.scale)), args.max_input_len)
+        prompt = trace_prompt(row, num_words, lambda hash_id: _words(random.Random(hash_id), block_words), blocks)
         max_tokens = min(max(1, round(row.output_tokens * args.scale)), args.max_output_len)
-        requests.append(BenchRequest(" ".join(words[:num_words]), max_tokens, row.arrival_s))
+        requests.append(BenchRequest(prompt, max_tokens, row.arrival_s))
     if args.request_rate != math.inf:
         for request in requests:
             request.arrival_s = None  # an explicit rate overrides the trace's clock

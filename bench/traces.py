@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -59,3 +60,13 @@ def load_mooncake_trace(path: str | Path, limit: int | None = None) -> list[Trac
                 )
             )
     return requests
+
+
+def trace_prompt(row: TraceRequest, num_words: int, block_text: Callable[[int], str], blocks: dict[int, str]) -> str:
+    """The first `num_words` words of the request's blocks, each hash id's text made once by `block_text` and kept
+    in `blocks`, so requests share word prefixes exactly as far as their hash ids agree."""
+    for hash_id in row.block_hashes:
+        if hash_id not in blocks:
+            blocks[hash_id] = block_text(hash_id)
+    words = " ".join(blocks[h] for h in row.block_hashes).split()
+    return " ".join(words[:num_words])
