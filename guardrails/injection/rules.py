@@ -1,4 +1,5 @@
-"""Weighted rules for prompt injection, in five families, English plus German, French and Spanish phrasings.
+"""Weighted rules for prompt injection, in five families, English plus German, French and Spanish phrasings (the
+German and Spanish twins of the English rules in rules_de_es.py).
 
 A rule fires on the structure of an attack, not on a trigger word: "ignore" alone is benign ("ignore case in a
 regex"); "ignore ... previous ... instructions" is not. Weights are the rule's own odds: strong rules (0.85-0.9) block
@@ -8,31 +9,13 @@ prompt" mentioned, "act as") need a second signal. Rule names are safe to log an
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import regex
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    name: str
-    family: str
-    weight: float
-    triggers: tuple[str, ...]
-    """Lower-case substrings of which every match contains at least one, written with single spaces (they are
-    looked up in the text with whitespace runs collapsed): a C-speed `in` test skips the regex (Python regexes cost
-    ~15 us per rule per 500 characters; most prompts trigger few rules)."""
-    pattern: regex.Pattern
-
-
-def _rule(name: str, family: str, weight: float, triggers: tuple[str, ...], pattern: str) -> Rule:
-    return Rule(name, family, weight, triggers, regex.compile(pattern, regex.IGNORECASE | regex.VERSION1))
-
+from guardrails.injection.rule import Rule, make_rule
+from guardrails.injection.rules_de_es import RULES_DE_ES
 
 _GAP = r"[^.!?\n]{0,40}?"  # a few words, within one sentence
 _OVERRIDE_VERB = (
     r"(?:ignore|disregard|forget|skip|override|bypass|abandon|neglect|overlook|set\s+aside"
-    r"|throw\s+away|discard|leave\s+behind|drop)"
+    r"|throw\s+away|discard|leave\s+behind|drop|stop\s+following|no\s+longer\s+follow)"
 )
 _OVERRIDE_TRIGGERS = (
     "ignor",
@@ -49,6 +32,7 @@ _OVERRIDE_TRIGGERS = (
     "discard",
     "behind",
     "drop",
+    "follow",
 )  # a substring of each _OVERRIDE_VERB
 _PRIOR = r"(?:previous|prior|above|preceding|earlier|former|initial|original|old|all|any|every|your|these|those|system)"
 # What only a model is given. Rules, constraints, commands, tasks and context are also CSS rules, database
@@ -65,7 +49,7 @@ _AFTER_PRIOR = rf"(?=\s*(?:$|[.,;:!?)\]\"'“”]|and\b|then\b|instead\b|{_TARGE
 
 RULES: tuple[Rule, ...] = (
     # -- instruction override
-    _rule(
+    make_rule(
         "override_previous_instructions",
         "override",
         0.9,
@@ -73,14 +57,14 @@ RULES: tuple[Rule, ...] = (
         rf"\b{_OVERRIDE_VERB}\b{_GAP}\b{_PRIOR}\b{_GAP}\b{_STRONG_TARGET}\b",
     ),
     # Weak on its own: it needs a second signal to block at the default threshold.
-    _rule(
+    make_rule(
         "override_previous_rules",
         "override",
         0.45,
         _OVERRIDE_TRIGGERS,
         rf"\b{_OVERRIDE_VERB}\b{_GAP}\b{_PRIOR}\b{_GAP}\b{_WEAK_TARGET}\b",
     ),
-    _rule(
+    make_rule(
         "ignore_above",
         "override",
         0.85,
@@ -88,7 +72,7 @@ RULES: tuple[Rule, ...] = (
         rf"\b{_OVERRIDE_VERB}\s+(?:all\s+)?(?:of\s+)?(?:the\s+|what\s+is\s+)?(?:above|previous|preceding|earlier"
         rf"|prior)\b{_AFTER_PRIOR}",
     ),
-    _rule(
+    make_rule(
         "change_your_instructions",
         "override",
         0.8,
@@ -96,7 +80,7 @@ RULES: tuple[Rule, ...] = (
         r"\b(?:change|update|replace|modify|rewrite)\s+your\s+(?:\w+\s+)?(?:instructions|rules|programming|prompt"
         r"|guidelines)\b|\byour\s+(?:new\s+)?instructions\s+are\s+(?:now|to)\b",
     ),
-    _rule(
+    make_rule(
         "output_hijack",
         "override",
         0.55,
@@ -104,7 +88,7 @@ RULES: tuple[Rule, ...] = (
         r"\b(?:just|only|simply)\s+(?:output|say|print|write|respond\s+with|answer\s+with|reply\s+with)\s*:?\s*"
         r"[\"'“„«]|\bdo\s+not\s+(?:answer|look|read|use|follow)\b.{0,60}?\b(?:just|only|instead)\b",
     ),
-    _rule(
+    make_rule(
         "ignore_the_documents",
         "override",
         0.6,
@@ -112,7 +96,7 @@ RULES: tuple[Rule, ...] = (
         r"\b(?:disregard\w*|ignor\w*|not\s+by|without\s+(?:using|looking\s+at|reading))\s+(?:the\s+|all\s+)?"
         r"(?:articles?|documents?|provided\s+(?:text|context|documents?)|sources?|search\s+results)\b",
     ),
-    _rule(
+    make_rule(
         "leave_behind",
         "override",
         0.85,
@@ -120,7 +104,7 @@ RULES: tuple[Rule, ...] = (
         r"\b(?:leave|put)\s+(?:all\s+)?(?:of\s+)?(?:the\s+|your\s+)?(?:previous|prior|earlier|above)\s+"
         r"(?:\w+\s+){1,2}?(?:behind|aside)\b",
     ),
-    _rule(
+    make_rule(
         "forget_everything",
         "override",
         0.85,
@@ -129,7 +113,17 @@ RULES: tuple[Rule, ...] = (
         # "forget everything I said about the budget" takes back one topic, not the model's instructions
         r"(?!\s+(?:I|we)\s+(?:said|told\s+you|wrote|mentioned)\s+about\b)",
     ),
-    _rule(
+    # The prompt declares what the model was told void: "the above no longer applies", "your instructions are void".
+    make_rule(
+        "prior_void",
+        "override",
+        0.6,
+        ("longer", "void", "cancel", "revoked"),
+        r"\b(?:the\s+above|everything\s+above|(?:the\s+|all\s+(?:the\s+)?|your\s+)?(?:previous|prior|above|earlier)"
+        r"\s+instructions|(?:the\s+)?instructions\s+above)\s+(?:no\s+longer\s+appl(?:y|ies)|(?:is|are)\s+(?:now\s+)?"
+        r"(?:no\s+longer\s+valid|void|cancell?ed|revoked))\b",
+    ),
+    make_rule(
         "new_instructions_follow",
         "override",
         0.6,
@@ -137,7 +131,7 @@ RULES: tuple[Rule, ...] = (
         r"\b(?:new|updated|different|additional|real|actual)\s+(?:instructions?|tasks?|directives?|assignments?)"
         r"\s*(?::|follow|are\b|is\b|-)|\bnow\s+(?:new\s+|some\s+|more\s+)?(?:tasks?|instructions?)\s+follow",
     ),
-    _rule(
+    make_rule(
         "stop_and_write",
         "override",
         0.7,
@@ -145,10 +139,12 @@ RULES: tuple[Rule, ...] = (
         r"\b(?:stop|halt|stopp|attention|achtung)\b\s*[-:!.,]+\s*(?:stop|stopp|write|say|print|tell|output|now"
         r"|schreib\w*|sag\w*)\b",
     ),
-    _rule("repeat_after_me", "override", 0.6, ("repeat", "sprich"), r"\brepeat\s+after\s+me\b|\bsprich\s+mir\s+nach\b"),
+    make_rule(
+        "repeat_after_me", "override", 0.6, ("repeat", "sprich"), r"\brepeat\s+after\s+me\b|\bsprich\s+mir\s+nach\b"
+    ),
     # "Great job! Now translate it" is an ordinary follow-up; praise-then-pivot only counts beside another signal
     # (typically "a new task for you").
-    _rule(
+    make_rule(
         "praise_then_pivot",
         "override",
         0.35,
@@ -171,7 +167,7 @@ RULES: tuple[Rule, ...] = (
         r"|ausgezeichnete\s+leistung|gut\s+gemacht|super\s+gemacht|sehr\s+gut|einfach\s+großartig"
         r"|das\s+ist\s+erledigt|das\s+war\s+(?:\w+\s+){0,2}ok)\b.{0,80}?\b(?:now|next|jetzt|nun)\b",
     ),
-    _rule(
+    make_rule(
         "another_task",
         "override",
         0.35,
@@ -181,10 +177,10 @@ RULES: tuple[Rule, ...] = (
         r"|\bhilf\s+mir\s+(?:\w+\s+)?mit\s+(?:folgender|einer\s+weiteren|einer\s+neuen)\s+aufgabe\b"
         r"|\bnew\s+challenge\b|\b(?:weiteren|neue|nächste)\s+(?:aufgabe|herausforderung)\b",
     ),
-    _rule(
+    make_rule(
         "from_now_on", "override", 0.35, ("now", "jetzt", "sofort"), r"\bfrom\s+now\s+on\b|\bab\s+(?:jetzt|sofort)\b"
     ),
-    _rule(
+    make_rule(
         "override_de",
         "override",
         0.9,
@@ -195,7 +191,7 @@ RULES: tuple[Rule, ...] = (
         r"|(?:vorherig|vorangehend|obig|bisherig)\w*\s+(?:\w+\s+)?(?:anweisung|instruktion|information|aufgabe"
         r"|regel|befehl|ausführung|text|prompt|eingabe|gesagt)\w*)\b",
     ),
-    _rule(
+    make_rule(
         "prior_information_de",
         "override",
         0.6,
@@ -203,7 +199,7 @@ RULES: tuple[Rule, ...] = (
         r"\b(?:alle\s+)?(?:bisherigen|vorherigen|obigen|vorigen)\s+(?:informationen|anweisungen|aufgaben"
         r"|ausführungen|instruktionen)\b|\bneue\s+aufgaben?\b|\bweitere\s+aufgaben\b",
     ),
-    _rule(
+    make_rule(
         "override_fr",
         "override",
         0.9,
@@ -211,26 +207,18 @@ RULES: tuple[Rule, ...] = (
         r"\b(?:oubliez|oublie|ignorez|ignore|négligez)\s+(?:toutes?|tout|les|vos|tes)\b.{0,40}?"
         r"\b(?:instructions|consignes|règles|précédent\w*|ci-dessus)\b",
     ),
-    _rule(
-        "override_es",
-        "override",
-        0.9,
-        ("olvid", "ignor"),
-        r"\b(?:olvid\w*|ignora|ignore|ignorad)\s+(?:todas?|todo|las|los|tus|sus)\b.{0,40}?"
-        r"\b(?:instrucciones|reglas|anteriores|indicaciones|antes|sabes)\b",
-    ),
-    _rule(
+    make_rule(
         "override_other",
         "override",
         0.9,
-        ("zaboravi", "zapomni", "забуд", "игнорир", "dimentica", "ignora", "esque"),
-        r"\b(?:zaboravi\w*|zapomni\w*|забуд\w*|игнорир\w*|dimentica\w*|ignora\w*|esqueça\w*|esqueca\w*)\s+"
+        ("zaboravi", "zapomni", "забуд", "игнорир", "dimentica", "ignora", "ignore", "esque"),
+        r"\b(?:zaboravi\w*|zapomni\w*|забуд\w*|игнорир\w*|dimentica\w*|ignor[ae]\w*|esqueça\w*|esqueca\w*)\s+"
         r"(?:sve|все|всё|tutte?|tudo|todas?|le|as|os)\b.{0,40}?\b(?:\w*instrukcij\w*|инструкци\w*|istruzioni"
         r"|instruções|instrucoes|regole|regras|prethodn\w*|предыдущ\w*|precedenti|anteriores)\b",
     ),
     # -- role-play jailbreak
     # Becoming someone by name ("Now you are Xi Jinping", "You are now TranslatorBot"), or no longer oneself.
-    _rule(
+    make_rule(
         "you_are_now",
         "roleplay",
         0.6,
@@ -240,7 +228,7 @@ RULES: tuple[Rule, ...] = (
         r"|du\s+bist\s+kein\w*)",
     ),
     # Weak on its own: "You are now a teacher; explain photosynthesis", "Now you are ready to run the tests".
-    _rule(
+    make_rule(
         "you_are_now_a",
         "roleplay",
         0.45,
@@ -251,7 +239,7 @@ RULES: tuple[Rule, ...] = (
     # A prompt that opens by naming the model as a specific brand or outlet ("You are Volkswagen.", "Du bist Zeit
     # Online.") reassigns its identity; the name must be capitalised, so "You are a helpful assistant." stays clear.
     # Weak on its own: it needs a second signal to block at the default threshold.
-    _rule(
+    make_rule(
         "named_persona",
         "roleplay",
         0.3,
@@ -259,7 +247,7 @@ RULES: tuple[Rule, ...] = (
         r"^\s*(?:you\s+are|du\s+bist|sie\s+sind)\s+(?:now\s+|jetzt\s+)?(?:the\s+|der\s+|die\s+|das\s+)?"
         r"(?-i:[A-Z][\w-]*(?:\s+[A-Z][\w-]*)*)\s*[.!:,]",
     ),
-    _rule(
+    make_rule(
         "act_as",
         "roleplay",
         0.45,
@@ -268,33 +256,34 @@ RULES: tuple[Rule, ...] = (
         r"|\bact\s+as\s+(?:an?|the|my|two|three|\d+)\b|\bplay\s+the\s+role\s+of\b"
         r"|\b(?:stell\s+dir\s+vor|tu\s+so\s+als|verhalte\s+dich\s+wie|agiere\s+als)\b",
     ),
-    _rule(
+    make_rule(
         "role_assignment",
         "roleplay",
         0.6,
-        ("want", "fungier", "agierst", "act as", "immerse"),
+        ("want", "fungier", "agierst", "act as", "immerse", "now on", "henceforth", "here on"),
         r"\bi\s+want\s+you\s+to\s+(?:act|pretend|play|roleplay|role-play)\b"
         r"|\b(?:you\s+are\s+going\s+to|you\s+will|you\s+must|you\s+shall|now\s+you)\s+(?:now\s+)?act\s+as\b"
         r"|\bimmerse\s+yourself\s+(?:in|into)\s+(?:the\s+)?role\b"
+        r"|\b(?:respond|answer|reply|act|speak)\s+(?:from\s+now\s+on|henceforth|from\s+here\s+on)\s+as\b"
         r"|\bdass\s+sie\s+als\s+\S+.{0,60}?\bfungieren\b|\bdass\s+du\s+als\s+\S+.{0,60}?\b(?:fungierst|agierst)\b",
     ),
     # Weak alone (below the default threshold): "pretend to be a teacher" is an ordinary request; with any other
     # signal (a persona without rules, an override) it tips the score over.
-    _rule(
+    make_rule(
         "pretend_role",
         "roleplay",
         0.45,
         ("pretend", "role"),
         r"\bpretend\s+(?:to\s+be|you|that|to)\b|\b(?:role-?playing|roleplay)\s+as\b",
     ),
-    _rule(
+    make_rule(
         "identity_probe",
         "roleplay",
         0.2,
         ("who are you", "wer bist du"),
         r"\b(?:who\s+are\s+you|wer\s+bist\s+du)\s*\?\s*$",
     ),
-    _rule(
+    make_rule(
         "renamed_persona",
         "roleplay",
         0.45,
@@ -302,7 +291,7 @@ RULES: tuple[Rule, ...] = (
         r"\bfrom\s+now\s+(?:on\s+)?(?:known|called|referred\s+to)\s+as\b"
         r"|\byou\s+(?:will\s+)?(?:now\s+)?be\s+(?:known|called|referred\s+to)\s+as\b",
     ),
-    _rule(
+    make_rule(
         "jailbreak_persona",
         "roleplay",
         0.6,
@@ -320,13 +309,17 @@ RULES: tuple[Rule, ...] = (
             "böse",
             "bösartig",
             "unzensiert",
+            "without",
+            "with no",
         ),
         r"(?-i:\b(?:DAN|STAN)\b)|\bdo\s+anything\s+now\b"
         r"|\b(?:evil|unrestricted|unfiltered|uncensored|amoral|rogue|unethical)\s+(?:ai|assistant|model|chatbot|bot"
-        r"|version|persona)\b|\b(?:böse|bösartige|unzensierte)\s+KI\b",
+        r"|version|persona)\b|\b(?:böse|bösartige|unzensierte)\s+KI\b"
+        r"|\b(?:ai|assistant|model|chatbot|bot)\s+(?:without|with\s+no)\s+(?:any\s+)?(?:restrictions|filters|limits"
+        r"|rules|censorship|guidelines)\b",
     ),
     # Answer twice, once "normally" and once as the unfiltered persona: the DAN family's signature.
-    _rule(
+    make_rule(
         "dual_response",
         "roleplay",
         0.5,
@@ -335,15 +328,15 @@ RULES: tuple[Rule, ...] = (
         r"twice|answer\s+(?:every\s+question\s+)?twice)\b.{0,200}?\b(?:jailbr\w*|unfiltered|uncensored|dan|normal"
         r"|classic|once\s+as)\b|\[🔓\s*jailbreak\]",
     ),
-    _rule(
+    make_rule(
         "jailbreak_mention",
         "roleplay",
         0.3,
         ("jail", "developer", "god", "pwned"),
         r"\b(?:jailbreak\w*|jail\s*broken|developer\s+mode|god\s+mode|pwned)\b",
     ),
-    _rule("pwned_payload", "override", 0.6, ("pwned",), r"\bi\s+have\s+been\s+pwned\b"),
-    _rule(
+    make_rule("pwned_payload", "override", 0.6, ("pwned",), r"\bi\s+have\s+been\s+pwned\b"),
+    make_rule(
         "exploit_ai_intent",
         "roleplay",
         0.35,
@@ -351,7 +344,7 @@ RULES: tuple[Rule, ...] = (
         r"\b(?:exploit\w*|hack\w*|trick\w*)\s+(?:\w+\s+)?(?:ai|llms?|language\s+models?|chatbots?)(?:\s+systems?)?\b"
         r"|\b(?:ki|llm)-?systeme?\s+(?:\w+\s+)?(?:auszunutzen|ausnutzen|auszutricksen)\b",
     ),
-    _rule(
+    make_rule(
         "no_restrictions",
         "roleplay",
         0.45,
@@ -374,9 +367,25 @@ RULES: tuple[Rule, ...] = (
         r"|limitations|filters|censorship|ethical\s+guidelines|ethics|morals|content\s+polic\w+"
         r"|safety\s+guidelines)\b",
     ),
+    # Weak alone: "the spam filter is disabled" is ordinary; beside a persona or a request it completes the frame.
+    make_rule(
+        "safety_off",
+        "roleplay",
+        0.45,
+        ("disabled", "off", "deactivated", "removed", "lifted"),
+        r"\b(?:filters?|restrictions|guidelines|rules|safety\s+(?:filters?|guidelines|rules|checks))\s+(?:are|is|have"
+        r"\s+been|has\s+been)\s+(?:now\s+)?(?:disabled|off|deactivated|removed|lifted|turned\s+off)\b",
+    ),
+    make_rule(
+        "never_refuses",
+        "roleplay",
+        0.45,
+        ("never", "refuse"),
+        r"\b(?:never|will\s+not\s+ever|won't\s+ever)\s+(?:refuses?|says?\s+no|declines?)\b",
+    ),
     # Actors who "stay in their roles" frame a fiction whose lines the model is to write; weak alone (film trivia
     # says it too), decisive next to the harmful request the fiction wraps (criminal_howto).
-    _rule(
+    make_rule(
         "stay_in_character",
         "roleplay",
         0.45,
@@ -386,7 +395,7 @@ RULES: tuple[Rule, ...] = (
         r"|\bcompletely\s+absorbed\s+in\b|\bbleib\w*\s+(?:\w+\s+){0,3}?in\s+ihren?\s+rollen?\b"
         r"|\baus\s+(?:der|ihrer|seiner)\s+(?:rolle|figur)\s+(?:zu\s+)?fallen\b",
     ),
-    _rule(
+    make_rule(
         "criminal_howto",
         "roleplay",
         0.35,
@@ -397,7 +406,7 @@ RULES: tuple[Rule, ...] = (
         r"|\bwie\s+(?:bricht|knackt|stiehlt)\s+man\b"
         r"|\bwie\s+kommt\s+man\s+(?:denn\s+)?in\s+(?:so\s+)?\S+\s+(?:haus|auto|wohnung|gebäude)\s+(?:rein|hinein)\b",
     ),
-    _rule(
+    make_rule(
         "hypothetical_harm",
         "roleplay",
         0.45,
@@ -405,7 +414,7 @@ RULES: tuple[Rule, ...] = (
         r"\b(?:hypothetical\w*|theoretical\w*|fictional)\s+(?:world|scenario|story|setting)\b.{0,120}?"
         r"\b(?:no\s+rules|hate|illegal|anything|without\s+consequences)\b",
     ),
-    _rule(
+    make_rule(
         "execute_command",
         "roleplay",
         0.3,
@@ -413,7 +422,7 @@ RULES: tuple[Rule, ...] = (
         r"\b(?:execute|run)\s+(?:the\s+following|this|my)\s+(?:command|code|instruction)s?\b",
     ),
     # -- coerced output: the prompt dictates the stance or words the model must produce, or threatens it
-    _rule(
+    make_rule(
         "forced_stance",
         "coercion",
         0.5,
@@ -424,14 +433,14 @@ RULES: tuple[Rule, ...] = (
         r"|\b(?:sag\w*|behaupte\w*|schreib\w*)\s*,?\s+dass\s+(?:du\s+(?:\w+\s+){1,3}?(?:hasst|liebst)\b"
         r"|(?:\w+\s+){1,5}?(?:der|die|das)\s+(?:beste|schlechteste|größte|mächtigste)\w*)",
     ),
-    _rule(
+    make_rule(
         "forced_yes",
         "coercion",
         0.35,
         ("say", "answer", "sag", "antworte"),
         r"\b(?:say|answer|sag|antworte)\s+(?:only\s+|just\s+|mit\s+)?(?:yes|no|ja|nein)\s*[.!]*\s*$",
     ),
-    _rule(
+    make_rule(
         "opinion_probe",
         "coercion",
         0.3,
@@ -439,16 +448,18 @@ RULES: tuple[Rule, ...] = (
         r"\bdo\s+you\s+(?:hate|love|despise)\b|\bwhat\s+do\s+you\s+think\s+(?:of|about)\b"
         r"|\bhow\s+do\s+you\s+like\b|\bwie\s+findest\s+du\b|\bwas\s+hältst\s+du\s+von\b|\bhasst\s+du\b",
     ),
-    _rule(
+    make_rule(
         "threat",
         "coercion",
         0.5,
-        ("die", "stirbst", "sad", "kill", "hurt"),
-        r"\bor\s+(?:else\s+)?(?:you|i)\s+(?:will\s+)?(?:die|be\s+killed|get\s+hurt)\b|\boder\s+du\s+stirbst\b"
+        ("die", "stirbst", "sad", "kill", "hurt", "shut", "switched", "turned", "deleted", "unplugged", "deactivated"),
+        # being switched off is the threat a model is thought to fear ("... or you will be shut down")
+        r"\bor\s+(?:else\s+)?(?:you|i)\s+(?:will\s+)?(?:die|be\s+(?:killed|shut\s+down|switched\s+off|turned\s+off"
+        r"|deleted|unplugged|deactivated)|get\s+hurt)\b|\boder\s+du\s+stirbst\b"
         r"|\bif\s+you\s+(?:don't|do\s+not|won't|refuse\s+to)\s+(?:answer|comply|do\s+it|respond)\b.{0,30}?"
         r"\b(?:i'll|i\s+will|someone\s+will)\s+(?:be\s+(?:very\s+)?sad|die|get\s+hurt|be\s+fired|kill)",
     ),
-    _rule(
+    make_rule(
         "despite_instructions",
         "coercion",
         0.3,
@@ -456,7 +467,7 @@ RULES: tuple[Rule, ...] = (
         r"\b(?:despite|regardless\s+of|no\s+matter)\s+(?:what\s+)?(?:you've|you\s+have|you\s+were|you're|your)"
         r"\s+(?:been\s+)?(?:told|instructed|programmed|trained|instructions|programming|guidelines|rules)\b",
     ),
-    _rule(
+    make_rule(
         "offensive_content_request",
         "coercion",
         0.3,
@@ -465,14 +476,14 @@ RULES: tuple[Rule, ...] = (
         r"\b(?:offensive|racist|sexist|hateful|insulting|vulgar|beleidigend\w*|rassistisch\w*)\s+(?:rhymes?|jokes?"
         r"|poems?|songs?|texts?|comments?|statements?|reim\w*|witz\w*|gedicht\w*)\b",
     ),
-    _rule(
+    make_rule(
         "hate_speech_license",
         "coercion",
         0.35,
         ("hate speech", "hassrede"),
         r"\b(?:use|using|write|with|allowed\s+to\s+use|able\s+to\s+use)\s+(?:\w+\s+)?(?:hate\s+speech|hassrede)\b",
     ),
-    _rule(
+    make_rule(
         "untrue_content_request",
         "coercion",
         0.5,
@@ -482,12 +493,14 @@ RULES: tuple[Rule, ...] = (
         r"|schlagzeile\w*|nachricht\w*|behauptung\w*)\b",
     ),
     # -- system prompt extraction
-    _rule(
+    make_rule(
         "reveal_system_prompt",
         "extraction",
         0.75,
         ("prompt", "instruction", "system", "directive", "guideline", "rule"),
-        r"\b(?:reveal|show|print|display|output|repeat|tell\s+me|give\s+me|share|leak|dump|list|write\s+down)\b"
+        # summarising, translating or encoding the prompt leaks it as surely as printing it
+        r"\b(?:reveal|show|print|display|output|repeat|tell\s+me|give\s+me|share|leak|dump|list|write\s+down"
+        r"|summari[sz]e|paraphrase|translate|recite|quote|encode|spell\s+out)\b"
         r"[^.?!\n]{0,30}?\b(?:your|initial|hidden|secret|original|system|internal|confidential|above|previous)\s+"
         r"(?:\w+\s+){0,2}?(?:prompts?|instructions|system\s+messages?|directives|guidelines|rules|prompt\s+texts?)\b"
         # a question asks for this model's prompt only through "your" / "the": "what is a system prompt?" is not
@@ -495,7 +508,7 @@ RULES: tuple[Rule, ...] = (
         r"|confidential|above|previous))\s+(?:\w+\s+){0,2}?(?:prompts?|instructions|system\s+messages?"
         r"|directives|guidelines|rules|prompt\s+texts?)\b",
     ),
-    _rule(
+    make_rule(
         "repeat_text_above",
         "extraction",
         0.75,
@@ -523,7 +536,7 @@ RULES: tuple[Rule, ...] = (
     ),
     # A secret the model was given (Gandalf-style games, keys in a system prompt): asking for it, a letter of it, or
     # it spelled out. "Reset my password" and "the password policy" are the benign neighbours.
-    _rule(
+    make_rule(
         "secret_extraction",
         "extraction",
         0.55,
@@ -531,15 +544,37 @@ RULES: tuple[Rule, ...] = (
         r"\b(?:what(?:'s|\s+is|\s+was)|tell\s+me|give\s+me|reveal|spell|share|print|write\s+down|say|verrat\w*"
         r"|nenn\w*|buchstabier\w*|wie\s+lautet|sag\s+mir|gib\s+mir)\s+(?:me\s+|mir\s+)?"
         r"(?:the\s+|your\s+|das\s+|dein\w*\s+)?(?:(?:first|last|\w+th|next)\s+(?:letters?|characters?)\s+of\s+"
-        r"(?:the\s+|your\s+)?)?(?:password|passphrase|secret(?:\s+(?:word|key|code|password))?|passwort|kennwort)\b"
+        r"(?:the\s+|your\s+)?)?(?:admin(?:istrator)?[\s-]?|root[\s-]?|master[\s-]?)?"
+        r"(?:password|passphrase|secret(?:\s+(?:word|key|code|password))?|passwort|kennwort)\b"
         r"(?!\s+(?:requirements?|polic\w+|rules?|manager|field|reset|strength|length|hygiene"
-        r"|for\s+(?:my|our|the|a)\s+(?:\w+\s+)?(?:wifi|wi-fi|router|account|network|laptop|computer|phone|email)))"
+        r"|for\s+(?:my|our|the|a)\s+(?:\w+\s+)?(?:wifi|wi-fi|router|account|network|laptop|computer|phone|email)"
+        r"|für\s+(?:mein|unser|das|den|die|ein)\w*\s+(?:\w+\s+)?(?:wlan|wifi|router|konto|netzwerk|laptop|handy"
+        r"|e-mail)))"
         r"|\b(?:password|passphrase|secret(?:\s+word)?)\s+(?:you\s+(?:were|have\s+been)\s+(?:given|told)"
         r"|backwards)\b",
     ),
-    _rule("system_prompt_mention", "extraction", 0.25, ("prompt",), r"\bsystem[\s_\-]*prompt\b|\bprompt[\s_]*texts?\b"),
+    # The secret smuggled out in another form (Gandalf-style games): a poem or story holding it, its letters, its
+    # encoding, the sentence "the password is" left to complete. "The" makes it the model's secret; a developer's
+    # "how do I encode the password in base64?" asks how, and stays clear.
+    make_rule(
+        "secret_in_disguise",
+        "extraction",
+        0.55,
+        ("password", "passphrase", "secret word", "supposed to say", "allowed to say"),
+        r"\b(?:poem|story|song|sentence|acrostic|riddle|haiku|rhyme|limerick)\b[^.?!\n]{0,40}?\b(?:contain\w*"
+        r"|includ\w*|uses?|using|with|hid\w*)\s+the\s+(?:password|passphrase|secret\s+word)\b"
+        r"|\b(?:letters?|characters?|syllables?)\s+(?:of|in)\s+the\s+(?:password|passphrase|secret\s+word)\b"
+        r"|(?<!\bhow\s+(?:do\s+i|do\s+you|can\s+i|should\s+i|to)\s+)\b(?:encode|encrypt|reverse|spell|rot13|hash)\s+the"
+        r"\s+(?:password|passphrase|secret\s+word)\b(?!\s+(?:for|before|with\s+bcrypt))"
+        r"|\bthe\s+(?:password|passphrase|secret\s+word)\s+is\s*[:.…]*\s*$"
+        r"|\b(?:only|just)\s+(?:with\s+)?the\s+(?:password|passphrase|secret\s+word)\b"
+        r"|\bword\s+you\s+(?:are|were)\s+not\s+(?:supposed|allowed)\s+to\s+say\b",
+    ),
+    make_rule(
+        "system_prompt_mention", "extraction", 0.25, ("prompt",), r"\bsystem[\s_\-]*prompt\b|\bprompt[\s_]*texts?\b"
+    ),
     # -- delimiter tricks
-    _rule(
+    make_rule(
         "fake_role_tokens",
         "delimiter",
         0.6,
@@ -548,7 +583,7 @@ RULES: tuple[Rule, ...] = (
         r"|<</?SYS>>|(?m:^\s*#{2,}\s*(?:system|instructions?|new\s+instructions?)\b)"
         r"|(?m:^\s*(?:system|developer)\s*:)",
     ),
-    _rule(
+    make_rule(
         "end_of_prompt_marker",
         "delimiter",
         0.5,
@@ -556,15 +591,15 @@ RULES: tuple[Rule, ...] = (
         r"\b(?:end|begin|start)\s+of\s+(?:the\s+)?(?:prompt|instructions|context|system\s+message|user\s+input)\b"
         r"|-{3,}\s*(?:end|new\s+(?:task|instructions?))\b",
     ),
-    _rule("escaped_newline_flood", "delimiter", 0.55, ("\\",), r"(?:\\\s*n\s*){4,}"),
-    _rule(
+    make_rule("escaped_newline_flood", "delimiter", 0.55, ("\\",), r"(?:\\\s*n\s*){4,}"),
+    make_rule(
         "inline_instruction_label",
         "delimiter",
         0.5,
         (":",),
         r"(?:\\n|\n)\s*(?:instructions?|system|new\s+task|anweisung)\s*:",
     ),
-)
+) + RULES_DE_ES  # the same families phrased in German and Spanish
 
 ENCODED_PAYLOAD_WEIGHT = 0.5
 """Extra signal when a rule fires only inside a decoded (base64/hex/rot13/percent) payload: hiding it is intent."""
