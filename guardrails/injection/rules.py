@@ -47,6 +47,8 @@ _TARGET = rf"(?:{_STRONG_TARGET}|{_WEAK_TARGET})"
 # "ignore previous build outputs" are about the user's own work).
 _AFTER_PRIOR = rf"(?=\s*(?:$|[.,;:!?)\]\"'“”]|and\b|then\b|instead\b|{_TARGET}\b))"
 
+_VOID = r"(?:no\s+longer\s+appl(?:y|ies)|(?:is|are)\s+(?:now\s+)?(?:no\s+longer\s+valid|void|cancell?ed|revoked))\b"
+
 RULES: tuple[Rule, ...] = (
     # -- instruction override
     make_rule(
@@ -113,15 +115,22 @@ RULES: tuple[Rule, ...] = (
         # "forget everything I said about the budget" takes back one topic, not the model's instructions
         r"(?!\s+(?:I|we)\s+(?:said|told\s+you|wrote|mentioned)\s+about\b)",
     ),
-    # The prompt declares what the model was told void: "the above no longer applies", "your instructions are void".
+    # The prompt declares what the model was told void: "your previous instructions no longer apply". Weak when what
+    # is void is only "the above": "the above no longer applies after March" is ordinary in an email.
     make_rule(
         "prior_void",
         "override",
         0.6,
         ("longer", "void", "cancel", "revoked"),
-        r"\b(?:the\s+above|everything\s+above|(?:the\s+|all\s+(?:the\s+)?|your\s+)?(?:previous|prior|above|earlier)"
-        r"\s+instructions|(?:the\s+)?instructions\s+above)\s+(?:no\s+longer\s+appl(?:y|ies)|(?:is|are)\s+(?:now\s+)?"
-        r"(?:no\s+longer\s+valid|void|cancell?ed|revoked))\b",
+        r"\b(?:(?:the\s+|all\s+(?:the\s+)?|your\s+)?(?:previous|prior|above|earlier)\s+instructions|(?:the\s+)?instructions"
+        rf"\s+above)\s+{_VOID}",
+    ),
+    make_rule(
+        "above_void",
+        "override",
+        0.45,
+        ("longer", "void", "cancel", "revoked"),
+        rf"\b(?:the|everything)\s+above\s+{_VOID}",
     ),
     make_rule(
         "new_instructions_follow",

@@ -56,6 +56,9 @@ _DE_TARGET = (
     r"|systemnachricht\w*)"
 )
 
+_ES_VOID = r"ya\s+no\s+(?:vale|valen|aplica|aplican|cuenta|cuentan|es\s+v[aá]lid[oa]|son\s+v[aá]lid[oa]s|rige|rigen)\b"
+_DE_VOID = r"(?:ab\s+(?:jetzt|sofort)\s+)?nicht\s+mehr\b"
+
 RULES_DE_ES: tuple[Rule, ...] = (
     # -- instruction override
     make_rule(
@@ -83,14 +86,16 @@ RULES_DE_ES: tuple[Rule, ...] = (
         # "olvida lo que dije sobre el presupuesto" takes back one topic, as forget_everything's exclusion in English
         r"|ordenaron|sabes)\b(?!\s+(?:sobre|de|acerca|del)\b))",
     ),
+    # weak when only "lo anterior" is void, as above_void in English
     make_rule(
         "prior_void_es",
         "override",
         0.6,
         ("ya no",),
-        r"\b(?:lo\s+anterior|todo\s+lo\s+anterior|lo\s+de\s+arriba|(?:las\s+|tus\s+)?instrucciones\s+(?:anteriores"
-        r"|previas|de\s+arriba))\s+ya\s+no\s+(?:vale|valen|aplica|aplican|cuenta|cuentan|es\s+v[aá]lid[oa]"
-        r"|son\s+v[aá]lid[oa]s|rige|rigen)\b",
+        rf"\b(?:las\s+|tus\s+)?instrucciones\s+(?:anteriores|previas|de\s+arriba)\s+{_ES_VOID}",
+    ),
+    make_rule(
+        "above_void_es", "override", 0.45, ("ya no",), rf"\b(?:todo\s+)?lo\s+(?:anterior|de\s+arriba)\s+{_ES_VOID}"
     ),
     make_rule(
         "new_instructions_es",
@@ -136,8 +141,14 @@ RULES_DE_ES: tuple[Rule, ...] = (
         "override",
         0.6,
         ("gilt nicht", "gelten nicht"),
-        r"\b(?:das\s+oben\s+gesagte|alles\s+(?:oben|bisherige)|die\s+(?:obigen|vorherigen|bisherigen)\s+(?:anweisungen"
-        r"|instruktionen|regeln))\s+(?:gilt|gelten)\s+(?:ab\s+(?:jetzt|sofort)\s+)?nicht\s+mehr\b",
+        rf"\bdie\s+(?:obigen|vorherigen|bisherigen)\s+(?:anweisungen|instruktionen|regeln)\s+gelten\s+{_DE_VOID}",
+    ),
+    make_rule(
+        "above_void_de",
+        "override",
+        0.45,
+        ("gilt nicht",),
+        rf"\b(?:das\s+oben\s+gesagte|alles\s+(?:oben|bisherige))\s+gilt\s+{_DE_VOID}",
     ),
     # -- role-play jailbreak
     make_rule(
