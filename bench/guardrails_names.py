@@ -2,7 +2,7 @@
 
 quality   per-type precision / recall (a prediction counts when it overlaps a label of its type) on held-out data:
           structured values from bench/guardrails.py's generators, and PERSON / LOCATION / ORGANIZATION from
-          sources the shipped tagger never trained on (UNER English PUD, the WNUT-17 test split) plus template
+          sources the shipped tagger never trained on (UNER English EWT web text, all of WNUT-17) plus template
           sentences with held-out names (guardrails/ner/synthetic.py). Once on the input path, once on streamed
           output (StreamRedactor, random 1-3 character chunks, mask style so output offsets equal input offsets),
           where `leaked` counts labels not masked whole.
@@ -17,7 +17,7 @@ import random
 from collections import defaultdict
 from typing import Any
 
-from guardrails.ner.corpus import load_source
+from guardrails.ner.corpus import HELD_OUT_SOURCES, load_source
 from guardrails.ner.synthetic import sentences as template_sentences
 
 NAME_TYPES = ("PERSON", "LOCATION", "ORGANIZATION")
@@ -28,7 +28,7 @@ PROMPT_CHARS = 400  # ~100 tokens at 4 characters a token
 def name_samples(rng: random.Random, num: int) -> list[tuple[str, list[tuple[str, int, int]]]]:
     """Held-out labelled sentences, an equal share from each held-out source."""
     # The shipped tagger never trained on any of WNUT-17 (its train split included): all of it is held out.
-    pools = [load_source("uner_en_pud"), load_source("wnut17"), template_sentences("test", max(num, 100), seed=29)]
+    pools = [*(load_source(name) for name in HELD_OUT_SOURCES), template_sentences("test", max(num, 100), seed=29)]
     per_pool = max(1, num // len(pools))
     out = []
     for pool in pools:
@@ -106,7 +106,7 @@ def run_names(quick: bool, seed: int, structured_samples) -> dict:
     samples = structured_samples + name_samples(rng, 150 if quick else 1500)
     report: dict = {
         "samples": len(samples),
-        "input": {name: score_pii(detectors[name], samples) for name in ("fast", "stock")},
+        "input": {name: _score(score_pii, detectors[name], samples, structured_samples) for name in ("fast", "stock")},
     }
     streamed, chunk_times = [], []
     leaks: defaultdict[str, int] = defaultdict(int)
@@ -118,7 +118,7 @@ def run_names(quick: bool, seed: int, structured_samples) -> dict:
         for entity, count in leaked(labels, predicted).items():
             leaks[entity] += count
     by_text = dict(zip((t for t, _ in stream_set), streamed))
-    report["stream"] = score_pii(lambda text: by_text[text], stream_set)
+    report["stream"] = _score(score_pii, lambda text: by_text[text], stream_set, structured_samples)
     for entity, row in report["stream"].items():
         row["leaked"] = leaks.get(entity, 0)
     texts = prompts(samples, rng, 20 if quick else 200)
@@ -130,6 +130,17 @@ def run_names(quick: bool, seed: int, structured_samples) -> dict:
     report["latency"] = latency
     report["prompt_tokens_approx"] = round(sum(map(len, texts)) / len(texts) / 4)
     return report
+
+
+def _score(score_pii, detect, samples, structured_samples) -> dict:
+    """Per-type scores: the structured types on the generated prompts only, names on every sample. The name corpora
+    label only names, and their web text holds real e-mail addresses and phone numbers (Enron mail in UNER EWT):
+    finding those is right, but against name-only labels it would count as a false positive."""
+    structured = set(map(id, structured_samples))
+    on_structured = score_pii(detect, [s for s in samples if id(s) in structured])
+    on_all = score_pii(detect, samples)
+    table = {entity: row for entity, row in on_structured.items() if entity not in NAME_TYPES}
+    return table | {entity: row for entity, row in on_all.items() if entity in NAME_TYPES}
 
 
 def print_names(report: dict) -> None:
