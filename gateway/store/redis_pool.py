@@ -121,7 +121,8 @@ def _sentinel_client(
     assert endpoint.master_name is not None  # the URL parser requires it
     timeouts = dict(socket_timeout=socket_timeout_s, socket_connect_timeout=socket_timeout_s)
     # the sentinels without the master's credentials (sentinel.py asks them the same way)
-    sentinel = Sentinel(  # type: ignore[no-untyped-call]  # redis-py's Sentinel is unannotated
+    # redis-py annotated Sentinel's constructor in 8.x; before, it was untyped (both versions satisfy redis>=5.0)
+    sentinel = Sentinel(  # type: ignore[no-untyped-call,unused-ignore]
         list(endpoint.seeds), sentinel_kwargs={**timeouts, **_tls_options(endpoint)}
     )
     master: aioredis.Redis = sentinel.master_for(
