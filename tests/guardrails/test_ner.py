@@ -10,6 +10,7 @@ import pytest
 from guardrails import GuardrailPolicy
 from guardrails.ner.corpus import HELD_OUT_SOURCES
 from guardrails.ner.evaluate import score
+from guardrails.ner.lists import IMPORTED_DIR, LISTS_DIR, gazetteer, word_list
 from guardrails.ner.model import MODEL_PATH, NerModel, segments
 from guardrails.ner.recognizer import shared_model
 from guardrails.ner.synthetic import Sentence
@@ -33,6 +34,25 @@ def test_shipped_weights_reproduce_their_recorded_scores():
     sample = [Sentence(r["text"], [tuple(s) for s in r["spans"]], r["source"]) for r in rows]
     measured = score(NerModel.load().predict, sample).as_dict()
     assert measured == recorded
+
+
+def test_the_gazetteer_holds_the_imported_census_and_geonames_entries():
+    """Names and places found only in lists/imported/ (not in the hand-written lists) are in the gazetteer whole,
+    held-out template entries included; the imported files are what import_lists.py writes, Latin script only."""
+    hand_written = {
+        name: set((LISTS_DIR / f"{name}.txt").read_text(encoding="utf-8").splitlines())
+        for name in ("first_names", "last_names", "cities")
+    }
+    for name, entry in (("first_names", "Thorsten"), ("last_names", "Wojcik"), ("cities", "Tegucigalpa")):
+        imported = (IMPORTED_DIR / f"{name}.txt").read_text(encoding="utf-8").splitlines()
+        assert entry not in hand_written[name] and entry in imported
+        assert entry.lower() in gazetteer()[name]
+    held_out_words = {w.lower() for e in word_list("last_names").held_out for w in e.split() if w[:1].isupper()}
+    assert held_out_words and held_out_words <= gazetteer()["last_names"]
+    for name in ("first_names", "last_names", "cities", "countries"):
+        entries = (IMPORTED_DIR / f"{name}.txt").read_text(encoding="utf-8").splitlines()[1:]
+        assert len(entries) > 250 and all(e[:1].isupper() for e in entries)
+        assert entries == sorted(set(entries))
 
 
 def test_bio_round_trip_keeps_spans():
