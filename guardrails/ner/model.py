@@ -98,7 +98,7 @@ class NerModel:
         emissions = self.weights[self.cache.ids(words, first, last)].sum(axis=1)
         for lo, hi in ranges:
             tags[lo:hi] = viterbi(emissions[lo - first : hi - first], self._transitions, self._start)
-        return tags_to_spans(tokens, tags)
+        return tags_to_spans(tokens, tags, text)
 
     def save(self, path: Path) -> None:
         # float16 halves the file; the perceptron's averaged weights need no more precision than that.

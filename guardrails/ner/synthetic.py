@@ -76,6 +76,37 @@ TEMPLATES = [
     "The lawsuit between {O} and {O} is being heard in {L}.",
     "{P}, {p} and {P} all moved to {L}.",
     "The conference in {L} is sponsored by {O} and {O}.",
+    # Mail, forms and records: what a gateway's prompts carry that news and tweets do not.
+    "-----Original Message-----\nFrom: {P}\nSent: Monday, March 3, 2025 9:14 AM\nTo: {p}\nSubject: RE: {L} site visit",
+    "Thanks,\n{P}\n{O}\n{A}",
+    "Name: {P}\nCompany: {O}\nCity: {L}",
+    "{LB}\"name\": \"{P}\", \"employer\": \"{O}\", \"address\": \"{A}\"{RB}",
+    "| {P} | {O} | {L} |",
+    "{P_LAST}, {P_FIRST}; {p_LAST}, {p_FIRST}",
+    "cc: {P}; {p}",
+    "Please call {P} or {p} at the {L} office.",
+    "Dr. {P} will chair the session on Thursday.",
+    "Per {P}'s request, the {O} account moves to {L}.",
+    "Our client, {P}, resides at {A}.",
+    "The {L} branch of {O} is closing in May.",
+    "{P}, CEO of {O}, declined to comment.",
+    "Emergency contact: {P} (sister), {A}",
+    "Ship to:\n{P}\n{A}",
+    "I'm {P_FIRST}, nice to meet you!",
+    "Ask {P_FIRST} in accounting, or email {p_FIRST}.",
+    "Mit freundlichen Grüßen\n{P}\n{O}",
+    "Cordialement,\n{P}\n{O}, {L}",
+    "Un saludo,\n{P}",
+    "Patient: {P}, DOB 04/12/1987, address: {A}",
+    "Invoice to: {O}, {A}, attn. {P}",
+    "Can you check whether {P} still lives in {L}?",
+    "rewrite this bio: {P} grew up in {L} and joined {O} in 2015.",
+    "Summarize the thread between {P} and {p} about the {O} merger.",
+    "Applicant: {P}\nCurrent employer: {O}\nLocation: {L}, {l}",
+    "{P} ({L}) wrote: the {O} refund never arrived.",
+    "Hey {P_FIRST}, are you still at {O}?",
+    "Lieber {P_FIRST}, wir sehen uns in {L}.",
+    "Hola {P_FIRST}, ¿sigues trabajando en {O}?",
 ]
 # Capitalized words that are not entities: sentence starts, weekdays, products, acronyms.
 NEGATIVES = [
@@ -107,6 +138,8 @@ _DE_STREET_SUFFIXES = ("straße", "strasse", "str.", "weg", "allee", "platz", "g
 _FR_STREET_TYPES = ("rue", "avenue", "boulevard", "place", "chemin", "allée", "impasse", "quai")
 _ES_STREET_TYPES = ("Calle", "Avenida", "Plaza", "Paseo", "C/", "Camino")
 _US_STATES = ("CA", "NY", "TX", "WA", "IL", "MA", "FL", "OR", "CO", "GA")
+_TOWN_PREFIXES = ("North", "South", "East", "West", "New", "Lake", "Port", "Fort", "Mount", "Saint")
+_TOWN_SUFFIXES = ("ville", "ton", "town", "burg", "berg", "borough", "bury", "field", "ford", "haven", "port", "mouth")
 
 
 @dataclass(frozen=True)
@@ -139,12 +172,21 @@ class _Filler:
                 f"{first[0]}. {last}",
                 f"{first} {pick('first_names')} {last}",
                 f"{first} {last}-{pick('last_names')}",
+                f"{first} {pick('first_names')[0]}. {last}",
+                f"{first} {last} {self.rng.choice(['Jr.', 'Sr.', 'III', 'PhD', 'MD'])}",
             ]
         )
 
     def place(self) -> str:
         # "Lyon, France" is two places, as the corpora label it; templates write "{L}, {l}" for that.
-        return self.rng.choice([self.pick("cities"), self.pick("cities"), self.pick("countries")])
+        return self.rng.choice([self.pick("cities"), self.pick("cities"), self.pick("countries"), self.town()])
+
+    def town(self) -> str:
+        """A made-up town of the shape real ones have ("Port Adaline", "Lake Kuhnberg", "East Ryanville"), so a
+        place no list holds is read from its form and context."""
+        rng, name = self.rng, self.rng.choice([self.pick("first_names"), self.pick("last_names")])
+        prefix, suffix = rng.choice(_TOWN_PREFIXES), rng.choice(_TOWN_SUFFIXES)
+        return rng.choice([f"{prefix} {name}", f"{name}{suffix}", f"{prefix} {name}{suffix}"])
 
     def organization(self) -> str:
         rng = self.rng
@@ -162,13 +204,18 @@ class _Filler:
         )
 
     def address(self) -> str:
-        rng, street, city = self.rng, self.pick("streets"), self.pick("cities")
+        rng = self.rng
+        # Streets are named after trees and landmarks ("Oak") or people ("Kuhn Street"); towns may be made up.
+        street = rng.choice([self.pick("streets"), self.pick("streets"), self.pick("last_names")])
+        city = rng.choice([self.pick("cities"), self.pick("cities"), self.town()])
         number = str(rng.randint(1, 2400))
         return rng.choice(
             [
                 f"{number} {street} {rng.choice(_US_STREET_TYPES)}, {city}, {rng.choice(_US_STATES)} "
                 f"{rng.randint(10000, 99999)}",
                 f"{number} {street} {rng.choice(_US_STREET_TYPES)}",
+                f"{number} {street} {rng.choice(_US_STREET_TYPES)} {rng.choice(['Apt.', 'Suite', 'Unit'])} "
+                f"{rng.randint(1, 999)}, {city}, {rng.choice(_US_STATES)} {rng.randint(10000, 99999)}",
                 f"{rng.randint(1, 250)}{rng.choice(['', '', 'B'])} {street} {rng.choice(_UK_STREET_TYPES)}, {city} "
                 f"{rng.choice('NSEWLMB')}{rng.choice('W1E2')}{rng.randint(1, 9)} {rng.randint(1, 9)}"
                 f"{rng.choice('ABDHJX')}{rng.choice('ABQRTZ')}",
@@ -189,6 +236,10 @@ def _fill(template: str, filler: _Filler) -> tuple[str, list[tuple[int, int, str
         "A": (filler.address, LOC),
         "P_LAST": (lambda: filler.pick("last_names"), PER),
         "p_LAST": (lambda: filler.pick("last_names"), PER),
+        "P_FIRST": (lambda: filler.pick("first_names"), PER),
+        "p_FIRST": (lambda: filler.pick("first_names"), PER),
+        "LB": (lambda: "{", None),  # literal braces, for JSON-like templates
+        "RB": (lambda: "}", None),
     }
     text, spans, rest = "", [], template
     while "{" in rest:
@@ -197,7 +248,8 @@ def _fill(template: str, filler: _Filler) -> tuple[str, list[tuple[int, int, str
         text += before
         make, entity = makers[slot]
         value = make()
-        spans.append((len(text), len(text) + len(value), entity))
+        if entity is not None:
+            spans.append((len(text), len(text) + len(value), entity))
         text += value
     return text + rest, spans
 

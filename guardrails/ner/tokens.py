@@ -45,12 +45,21 @@ def spans_to_tags(tokens: list[Token], spans: list[Span]) -> list[int]:
     return tags
 
 
-def tags_to_spans(tokens: list[Token], tags: list[int]) -> list[Span]:
+def tags_to_spans(tokens: list[Token], tags: list[int], text: str = "") -> list[Span]:
+    """Spans of the BIO tags; with `text`, a span also ends at a line break: no name runs from one line of a
+    signature or an address block into the next ("Acme GmbH" / "Munich")."""
     spans: list[Span] = []
     current: list[int] | None = None  # [start, end, type index]
     for token, tag in zip(tokens, tags):
         name = TAGS[tag]
-        if name == "O" or name.startswith("B-") or current is None or name[2:] != ENTITY_TYPES[current[2]]:
+        new_line = current is not None and "\n" in text[current[1] : token.start]
+        if (
+            name == "O"
+            or name.startswith("B-")
+            or current is None
+            or name[2:] != ENTITY_TYPES[current[2]]
+            or new_line
+        ):
             if current is not None:
                 spans.append(Span(current[0], current[1], ENTITY_TYPES[current[2]]))
                 current = None

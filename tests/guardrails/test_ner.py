@@ -55,6 +55,14 @@ def test_the_gazetteer_holds_the_imported_census_and_geonames_entries():
         assert entries == sorted(set(entries))
 
 
+def test_a_span_ends_at_a_line_break():
+    text = "Acme Robotics GmbH\nMunich"
+    tokens = tokenize(text)
+    one_span = spans_to_tags(tokens, [Span(0, len(text), "ORGANIZATION")])
+    assert tags_to_spans(tokens, one_span) == [Span(0, len(text), "ORGANIZATION")]
+    assert tags_to_spans(tokens, one_span, text) == [Span(0, 18, "ORGANIZATION"), Span(19, 25, "ORGANIZATION")]
+
+
 def test_bio_round_trip_keeps_spans():
     text = "Dr. Jean-Pierre O'Brien of Bank of America visited São Paulo, Brazil."
     spans = [Span(4, 23, "PERSON"), Span(27, 42, "ORGANIZATION"), Span(51, 60, "LOCATION"), Span(62, 68, "LOCATION")]

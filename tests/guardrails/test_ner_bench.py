@@ -13,6 +13,8 @@ def test_names_bench_runs_on_a_minimal_size(capsys):
         assert report["input"]["stock"][entity]["recall"] == 0.0  # no spaCy model: stock Presidio finds no names
     assert report["stream"]["PERSON"]["support"] > 0 and "leaked" in report["stream"]["PERSON"]
     assert report["latency"]["fast_over_stock_p50"] > 0
+    assert set(report["input_by_source"]) == {"uner_en_ewt", "wnut17", "templates"}
+    assert all(set(table) <= set(NAME_TYPES) and table for table in report["input_by_source"].values())
 
 
 def test_a_label_with_one_unmasked_character_counts_as_leaked():
