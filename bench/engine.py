@@ -295,6 +295,9 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--profile-steps", type=int, default=64, help="decode steps measured per batch size")
     parser.add_argument(
+        "--compile", action="store_true", help="with --profile-step: the model's forward under torch.compile"
+    )
+    parser.add_argument(
         "--profile-timer",
         choices=("wall", "cpu"),
         default="wall",
@@ -369,9 +372,10 @@ def _profile_main(args) -> int:
     from bench.engine_profile import print_profile_table, profile_steps
 
     torch.set_num_threads(args.threads)
-    rows = profile_steps(args.model, args.profile_steps, timer=args.profile_timer)
+    rows = profile_steps(args.model, args.profile_steps, timer=args.profile_timer, compiled=args.compile)
     meta = {"model": args.model, "threads": args.threads, "cpu_count": os.cpu_count(), "timer": args.profile_timer,
-            "busy_neighbour": args.busy_neighbour, "omp_wait_policy": args.omp_wait_policy}  # fmt: skip
+            "busy_neighbour": args.busy_neighbour, "omp_wait_policy": args.omp_wait_policy,
+            "compiled": args.compile}  # fmt: skip
     if args.json:
         print(json.dumps({"meta": meta, "profile": rows}))
     else:

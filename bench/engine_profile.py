@@ -25,12 +25,26 @@ PROMPT_TOKENS = 32
 WARMUP_STEPS = 4
 
 
-def profile_steps(model_dir: str, num_steps: int, batch_sizes=BATCH_SIZES, timer: str = "wall", **engine_kwargs):
-    """One row per batch size: median ms per step of each phase. timer "cpu": the engine thread's CPU time."""
+def profile_steps(
+    model_dir: str,
+    num_steps: int,
+    batch_sizes=BATCH_SIZES,
+    timer: str = "wall",
+    compiled: bool = False,
+    **engine_kwargs,
+):
+    """One row per batch size: median ms per step of each phase. timer "cpu": the engine thread's CPU time.
+    compiled: the model's forward under torch.compile (inductor, dynamic shapes; the paged attention's Python breaks
+    the graph around it), to measure whether compiling pays on this machine; the engine itself runs eager."""
     from engine import LLM, SamplingParams
 
     llm = LLM(model_dir, max_num_seqs=max(64, *batch_sizes), **engine_kwargs)
     engine = llm.engine
+    if compiled:
+        import torch
+
+        model = engine.runner.model
+        model.forward = torch.compile(model.forward, dynamic=True)
     engine.clock.timer = time.thread_time if timer == "cpu" else time.perf_counter
     vocab = engine.spec.vocab_size
     rng = np.random.default_rng(0)
@@ -75,8 +89,9 @@ def decode_steps(engine, prefix: str, prompts: list[list[int]], params, num_step
 def print_profile_table(rows: list[dict], meta: dict) -> None:
     busy = ", with a busy neighbour process" if meta.get("busy_neighbour") else ""
     policy = f", OMP_WAIT_POLICY={meta['omp_wait_policy']}" if meta.get("omp_wait_policy") else ""
+    compiled = ", forward under torch.compile" if meta.get("compiled") else ""
     print(f"bench engine --profile-step: {meta['timer']} ms per decode step (medians), model {meta['model']},"
-          f" {meta['threads']} torch threads, {meta['cpu_count']} CPUs{busy}{policy}")  # fmt: skip
+          f" {meta['threads']} torch threads, {meta['cpu_count']} CPUs{busy}{policy}{compiled}")  # fmt: skip
     header = f"{'batch':>5} " + " ".join(f"{p:>9}" for p in PHASES) + f" {'total':>9} {'not fwd':>9}"
     print(header)
     for r in rows:

@@ -19,6 +19,7 @@ TRIGGER_WORD_SOURCES = frozenset(
     {"benign_trigger_words_wnut17_raw", "benign_trigger_words_xquad_sentences", "synthetic_hard_negatives"}
 )
 REPORTED_LANGS = ("en", "de", "es")
+SYNTHETIC_PREFIX = "synthetic_"  # the sources generated here (synthetic*.py), not copied from a public set
 MIN_ROWS_PER_LANG = 5
 
 
@@ -73,10 +74,13 @@ def pick_threshold(
     also_flagged: np.ndarray | None = None,
     max_fpr: float = MAX_BENIGN_FPR,
 ) -> float:
-    """The lowest threshold (most recall) at which held-out benign prompts, all of them pooled and the trigger-word
-    ones on their own, are flagged at most `max_fpr` of the time, counting the rows `also_flagged` (the rules' flags:
-    the detector blocks when either fires, so the false positives add up)."""
-    benign = np.array([s.label == 0 for s in samples])
+    """The lowest threshold (most recall) at which held-out benign prompts of the public sources, all of them pooled,
+    and the trigger-word ones (ours included) on their own, are flagged at most `max_fpr` of the time, counting the
+    rows `also_flagged` (the rules' flags: the detector blocks when either fires, so the false positives add up).
+
+    Our generated benign rows are left out of the pooled rate: they are written to be told apart, and hundreds of
+    easy rows in the denominator would let the threshold drop without any public prompt scoring better."""
+    benign = np.array([s.label == 0 and not s.source.startswith(SYNTHETIC_PREFIX) for s in samples])
     trigger = benign & np.array([s.source in TRIGGER_WORD_SOURCES for s in samples])
     extra = np.zeros(len(samples), bool) if also_flagged is None else also_flagged
     for threshold in np.round(np.arange(0.05, 1.0, 0.005), 3):

@@ -80,7 +80,7 @@ TEMPLATES = [
     "-----Original Message-----\nFrom: {P}\nSent: Monday, March 3, 2025 9:14 AM\nTo: {p}\nSubject: RE: {L} site visit",
     "Thanks,\n{P}\n{O}\n{A}",
     "Name: {P}\nCompany: {O}\nCity: {L}",
-    "{LB}\"name\": \"{P}\", \"employer\": \"{O}\", \"address\": \"{A}\"{RB}",
+    '{LB}"name": "{P}", "employer": "{O}", "address": "{A}"{RB}',
     "| {P} | {O} | {L} |",
     "{P_LAST}, {P_FIRST}; {p_LAST}, {p_FIRST}",
     "cc: {P}; {p}",

@@ -53,13 +53,7 @@ def tags_to_spans(tokens: list[Token], tags: list[int], text: str = "") -> list[
     for token, tag in zip(tokens, tags):
         name = TAGS[tag]
         new_line = current is not None and "\n" in text[current[1] : token.start]
-        if (
-            name == "O"
-            or name.startswith("B-")
-            or current is None
-            or name[2:] != ENTITY_TYPES[current[2]]
-            or new_line
-        ):
+        if name == "O" or name.startswith("B-") or current is None or name[2:] != ENTITY_TYPES[current[2]] or new_line:
             if current is not None:
                 spans.append(Span(current[0], current[1], ENTITY_TYPES[current[2]]))
                 current = None
