@@ -17,9 +17,11 @@ from pathlib import Path
 import xxhash
 
 LISTS_DIR = Path(__file__).parent / "lists"
-# Generated from public name and place data by import_lists.py; a list's entries are its hand-written file's and,
-# where there is one, its imported file's.
+# Generated from public name and place data by import_lists.py; these lists' entries are their hand-written file's
+# and their imported file's. The imported files are part of what the shipped weights were trained with: a missing
+# one (an install without the package data) fails loudly rather than tagging with a smaller gazetteer.
 IMPORTED_DIR = LISTS_DIR / "imported"
+IMPORTED_LISTS = ("first_names", "last_names", "cities", "countries")
 HELD_OUT_ONE_IN = 5
 LIST_NAMES = ("first_names", "last_names", "cities", "countries", "org_names", "org_suffixes", "streets")
 
@@ -36,8 +38,8 @@ def _held_out(entry: str) -> bool:
 
 @cache
 def word_list(name: str) -> WordList:
-    files = [LISTS_DIR / f"{name}.txt", IMPORTED_DIR / f"{name}.txt"]
-    lines = [line for file in files if file.exists() for line in file.read_text(encoding="utf-8").splitlines()]
+    files = [LISTS_DIR / f"{name}.txt"] + ([IMPORTED_DIR / f"{name}.txt"] if name in IMPORTED_LISTS else [])
+    lines = [line for file in files for line in file.read_text(encoding="utf-8").splitlines()]
     entries = tuple(dict.fromkeys(line.strip() for line in lines if line.strip() and not line.startswith("#")))
     if name == "org_suffixes":  # legal forms are a closed class: the model must know all of them
         return WordList(entries, entries)

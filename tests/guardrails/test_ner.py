@@ -10,7 +10,7 @@ import pytest
 from guardrails import GuardrailPolicy
 from guardrails.ner.corpus import HELD_OUT_SOURCES
 from guardrails.ner.evaluate import score
-from guardrails.ner.lists import IMPORTED_DIR, LISTS_DIR, gazetteer, word_list
+from guardrails.ner.lists import IMPORTED_DIR, IMPORTED_LISTS, LISTS_DIR, gazetteer, word_list
 from guardrails.ner.model import MODEL_PATH, NerModel, segments
 from guardrails.ner.recognizer import shared_model
 from guardrails.ner.synthetic import Sentence
@@ -49,7 +49,7 @@ def test_the_gazetteer_holds_the_imported_census_and_geonames_entries():
         assert entry.lower() in gazetteer()[name]
     held_out_words = {w.lower() for e in word_list("last_names").held_out for w in e.split() if w[:1].isupper()}
     assert held_out_words and held_out_words <= gazetteer()["last_names"]
-    for name in ("first_names", "last_names", "cities", "countries"):
+    for name in IMPORTED_LISTS:
         entries = (IMPORTED_DIR / f"{name}.txt").read_text(encoding="utf-8").splitlines()[1:]
         assert len(entries) > 250 and all(e[:1].isupper() for e in entries)
         assert entries == sorted(set(entries))
