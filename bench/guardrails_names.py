@@ -171,8 +171,8 @@ def print_names(report: dict) -> None:
             + f"{report['stream'].get(entity, {}).get('leaked', 0):>10} of {n}"
         )
     for source, table in report["input_by_source"].items():
-        cells = "  ".join(f"{e} {row['precision']:.2f} / {row['recall']:.2f}" for e, row in table.items())
-        print(f"  input, ours, {source}: {cells}")
+        scores = "  ".join(f"{e} {row['precision']:.2f} / {row['recall']:.2f}" for e, row in table.items())
+        print(f"  input, ours, {source}: {scores}")
     lat = report["latency"]
     print(
         f"  PII scan per ~{report['prompt_tokens_approx']}-token prompt with names: ours p50 "

@@ -9,8 +9,9 @@ skip. `AnalyzerEngine.analyze` tokenizes every text and runs every recognizer ov
   3. tokenizes for context words only when some raw score is below its policy threshold, the only case where a
      context boost can change the outcome.
 
-PERSON / LOCATION / ORGANIZATION come from the shipped tagger (guardrails/ner/), which reads only capitalized
-stretches, so its trigger is a capital letter; street addresses are patterns reported as LOCATION. NRP (and, in
+PERSON / LOCATION / ORGANIZATION come from the shipped tagger (guardrails/ner/), which reads capitalized stretches
+and lower-case words that are known names, so its trigger is any letter; street addresses are patterns reported as
+LOCATION. NRP (and, in
 addition, the three others) needs a spaCy NER model (GuardrailsConfig.spacy_model_path), run on its own pipeline.
 """
 
@@ -41,7 +42,7 @@ from guardrails.recognizers import (
 # What a spaCy NER model adds; without one, NRP is refused (the shipped tagger covers the other three).
 SPACY_ENTITIES = frozenset({"PERSON", "LOCATION", "ORGANIZATION", "NRP"})
 SPACY_ONLY_ENTITIES = frozenset({"NRP"})
-_CAPITAL = regex.compile(r"\p{Lu}")
+_LETTER = regex.compile(r"\p{L}")
 _DIGIT = regex.compile(r"\d")
 # Entity -> a regex that must match somewhere for the entity's recognizers to be able to match at all.
 # Entities not listed use _DIGIT.
@@ -61,9 +62,9 @@ _TRIGGERS: dict[str, regex.Pattern] = {
     "US_SSN": regex.compile(r"\d{3}"),
     "MAC_ADDRESS": regex.compile(r"[0-9A-Fa-f]{2}[:\-.][0-9A-Fa-f]{2}"),
     "UUID": regex.compile(r"[0-9A-Fa-f]{8}-"),
-    "PERSON": _CAPITAL,
-    "LOCATION": _CAPITAL,
-    "ORGANIZATION": _CAPITAL,
+    "PERSON": _LETTER,
+    "LOCATION": _LETTER,
+    "ORGANIZATION": _LETTER,
 }
 # Digit runs a phone number could hide in: a `+` or `(` or a digit, then >= 5 more digits/separators, a digit.
 _PHONE_CANDIDATE = regex.compile(r"[+(]?\d[\d \t().\-/]{5,}\d")

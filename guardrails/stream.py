@@ -33,11 +33,13 @@ OutputBlocked instead of emitting.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 import regex
 
 from guardrails.errors import OutputBlocked
 from guardrails.findings import Finding, redact
+from guardrails.ner.recognizer import shared_model
 from guardrails.pii_scanner import PiiScanner
 from guardrails.policy import GuardrailPolicy
 from guardrails.readable import find_readable
@@ -68,6 +70,26 @@ _NAME_TAIL = regex.compile(
     r"(?:[^\w\s]{0,3}\s*[\p{L}\p{M}\d'’\-]*){0,2}[^\w\s]{0,3}\s*$"
 )
 _NAME_ENTITIES = frozenset({"PERSON", "LOCATION", "ORGANIZATION"})
+_WORD = regex.compile(r"[\p{L}\p{M}'’\-]+")
+
+
+class _LowerCaseNameTail:
+    """A lower-case name the tagger reads (NerModel.lower_case_names: "priya", "kowalski") among the last three words:
+    held, like a capitalized run, until two words follow it."""
+
+    def __init__(self, names: frozenset[str]) -> None:
+        self._names = names
+
+    def search(self, window: str) -> regex.Match[str] | None:
+        words = list(_WORD.finditer(window, max(0, len(window) - 96)))
+        first = next((i for i in range(max(0, len(words) - 3), len(words)) if words[i][0] in self._names), None)
+        if first is None:
+            return None
+        while first > 0 and words[first - 1][0] in self._names:  # a run of names is one name ("sarah kowalski")
+            first -= 1
+        return words[first]
+
+
 # A house number and the words after it, up to a street type ("2212 Orchard Way", "6 place de la Sonnen"): an address
 # still arriving, held so its number is not sent before the address is recognised.
 _ADDRESS_START_TAIL = regex.compile(r"\b\d{1,5}[A-Za-z]?(?:[-–]\d{1,5})?,?(?:\s+[\p{L}\p{M}'’.\-/]+){0,5}\s*$")
@@ -77,6 +99,10 @@ _GROWTH_WORDS = 3
 _WORDS_AFTER = regex.compile(rf"(?:\W*\w+\b){{{_GROWTH_WORDS}}}")
 # A BEGIN line still arriving ("-----BEG", "-----BEGIN RSA PRIV"): held so the header is not sent in clear.
 _PEM_BEGIN_TAIL = regex.compile(r"-----BEGIN[A-Z0-9 ]*-{0,5}$|-{1,5}[BEGIN]{0,4}$")
+
+class _Tail(Protocol):
+    def search(self, string: str, /) -> regex.Match[str] | None: ...
+
 
 OnFinding = Callable[[str, str], None]
 """Called with (entity, action) for each finding acted on; the gateway counts it in metrics."""
@@ -107,10 +133,11 @@ class StreamRedactor:
         """Characters of the original text emitted or dropped so far: where the pending text starts."""
         self._redactions: list[Finding] = []
         self._watch_pem = "PRIVATE_KEY" in policy.pii_entities and self.action in ("redact", "block")
-        self._tails = (
+        self._names = bool(_NAME_ENTITIES & set(policy.pii_entities))
+        self._tails: tuple[_Tail, ...] = (
             _TAILS
             + ((_PEM_BEGIN_TAIL,) if self._watch_pem else ())
-            + ((_NAME_TAIL,) if _NAME_ENTITIES & set(policy.pii_entities) else ())
+            + ((_NAME_TAIL, _LowerCaseNameTail(shared_model().lower_case_names)) if self._names else ())
             + ((_ADDRESS_START_TAIL,) if "LOCATION" in policy.pii_entities else ())
         )
 

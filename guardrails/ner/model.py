@@ -1,8 +1,10 @@
 """The tagger: emission weights over hashed features, tag transitions, Viterbi decoding under BIO constraints.
 
 Only stretches of text around capitalized words are tagged (`segments`): in the prompts and answers a gateway sees,
-names are capitalized, and skipping the lower-case rest is what keeps a 100-token text near 0.1-0.3 ms. The cost is
-lower-case names ("tampa bay"), which are missed.
+names are mostly capitalized, and skipping the lower-case rest is what keeps a 100-token text near 0.1-0.3 ms. A
+lower-case word that is a given or family name in the gazetteer and never an everyday lower-case word ("priya",
+"sarah", "kowalski"; not "will", "mark", "hope") anchors a stretch too, so chat like "can you email priya" is read;
+other lower-case names ("tampa bay") are missed.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from guardrails.ner.features import FEATURES_PER_TOKEN, HASH_BITS, FeatureCache
+from guardrails.ner.lists import gazetteer
 from guardrails.ner.tokens import TAGS, Span, Token, tags_to_spans, tokenize
 
 MODEL_PATH = Path(__file__).parent / "model" / "ner.npz"
@@ -56,9 +59,14 @@ def masked(transitions: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.n
     return np.where(_OK, transitions, _FORBIDDEN), np.where(_START_OK, start, _FORBIDDEN)
 
 
-def segments(tokens: list[Token]) -> list[tuple[int, int]]:
-    """Token ranges [lo, hi) to tag: capitalized tokens, joined across short lower-case gaps, one token of margin."""
-    active = [i for i, t in enumerate(tokens) if t.text != t.text.lower()]  # has a capital (or titlecase) letter
+def segments(tokens: list[Token], lower_case_names: frozenset[str] = frozenset()) -> list[tuple[int, int]]:
+    """Token ranges [lo, hi) to tag: capitalized tokens and `lower_case_names`, joined across short lower-case gaps,
+    one token of margin."""
+    active = [
+        i
+        for i, t in enumerate(tokens)
+        if t.text != t.text.lower() or t.text in lower_case_names  # a capital (or titlecase) letter, or a known name
+    ]
     out: list[tuple[int, int]] = []
     for i in active:
         if out and i - out[-1][1] <= _SEGMENT_GAP_TOKENS:
@@ -66,6 +74,15 @@ def segments(tokens: list[Token]) -> list[tuple[int, int]]:
         else:
             out.append((i, i + 1))
     return [(max(0, lo - 1), min(len(tokens), hi + 1)) for lo, hi in out]
+
+
+def lower_case_names(common_words: frozenset[str]) -> frozenset[str]:
+    """Gazetteer given and family names of three letters or more that the training text never used as lower-case
+    words often (`common_words`): in lower case they are still most likely names. Measured on the held-out corpora,
+    tagging around them raised tweets' PERSON recall 0.551 -> 0.566 at the same precision, and 2,617 English benign
+    prompts (coding requests, questions, documents) gained two lower-case spans, both names."""
+    names = gazetteer()["first_names"] | gazetteer()["last_names"]
+    return frozenset(w for w in names if len(w) > 2 and w.isalpha() and w not in common_words)
 
 
 @dataclass
@@ -82,6 +99,7 @@ class NerModel:
     def __post_init__(self) -> None:
         self.cache = FeatureCache(self.common_words)
         self._transitions, self._start = masked(self.transitions, self.start)
+        self.lower_case_names = lower_case_names(self.common_words)
 
     def predict(self, text: str, every_token: bool = False) -> list[Span]:
         """Entity spans in `text`; `every_token` tags lower-case stretches too (for evaluation only)."""
@@ -90,7 +108,7 @@ class NerModel:
             return []
         words = [t.text for t in tokens]
         tags = [0] * len(tokens)
-        ranges = [(0, len(tokens))] if every_token else segments(tokens)
+        ranges = [(0, len(tokens))] if every_token else segments(tokens, self.lower_case_names)
         if not ranges:
             return []
         # One feature look-up and one weight gather over the span of all segments; Viterbi then runs per segment.

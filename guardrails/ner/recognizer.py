@@ -8,7 +8,6 @@ import guardrails.presidio_import  # noqa: F401  (before presidio/spacy: keeps t
 
 # isort: split
 
-import regex
 from presidio_analyzer import EntityRecognizer, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
 
@@ -18,7 +17,6 @@ from guardrails.ner.tokens import ENTITY_TYPES
 # The tagger gives no calibrated probability; one fixed score, above the default 0.4 threshold and below checksum-
 # backed findings (1.0), so an IBAN or card inside a misread "name" keeps its own label.
 NER_SCORE = 0.85
-_UPPER = regex.compile(r"\p{Lu}")
 
 _model: NerModel | None = None
 _model_lock = threading.Lock()
@@ -48,7 +46,7 @@ class NerRecognizer(EntityRecognizer):
         self, text: str, entities: list[str], nlp_artifacts: NlpArtifacts | None = None
     ) -> list[RecognizerResult]:
         wanted = set(entities or ENTITY_TYPES) & set(ENTITY_TYPES)
-        if not wanted or _UPPER.search(text) is None:  # only capitalized stretches are tagged (see model.py)
+        if not wanted:
             return []
         return [
             RecognizerResult(

@@ -223,6 +223,26 @@ def test_a_name_is_held_until_two_words_follow(guardrails_engine):
     assert redactor.finish() == "soon."
 
 
+LOWER_NAME_TEXT = "ok, can you tell sarah kowalski about the invoice before friday?"
+LOWER_NAME_EXPECTED = "ok, can you tell <PERSON> about the invoice before friday?"
+
+
+def test_a_lower_case_name_is_redacted_whole_and_in_small_chunks(guardrails_engine):
+    assert guardrails_engine.redact_output(LOWER_NAME_TEXT, NAMES) == LOWER_NAME_EXPECTED
+    rng = random.Random(5)
+    for _ in range(10):
+        chunks = _chunked(LOWER_NAME_TEXT, [rng.randint(1, 3) for _ in LOWER_NAME_TEXT])
+        out, emitted = _stream(guardrails_engine, chunks, NAMES)
+        assert out == LOWER_NAME_EXPECTED
+        assert not any(part in piece for piece in emitted for part in ("sar", "rah", "kow", "ski"))
+
+
+def test_everyday_lower_case_words_that_are_also_names_are_left_alone(guardrails_engine):
+    text = "i will mark it done, hope that helps; set max tokens to 100 and grant the bill a review"
+    assert guardrails_engine.redact_output(text, NAMES) == text
+    assert _stream(guardrails_engine, list(text), NAMES)[0] == text
+
+
 def test_the_hold_back_stays_bounded_with_names(guardrails_engine):
     """Text made of capitalized words only (a title list) never lets the name tail grow past the bound."""
     limit = guardrails_engine.config.stream_max_holdback_chars
