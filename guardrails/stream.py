@@ -100,6 +100,7 @@ _WORDS_AFTER = regex.compile(rf"(?:\W*\w+\b){{{_GROWTH_WORDS}}}")
 # A BEGIN line still arriving ("-----BEG", "-----BEGIN RSA PRIV"): held so the header is not sent in clear.
 _PEM_BEGIN_TAIL = regex.compile(r"-----BEGIN[A-Z0-9 ]*-{0,5}$|-{1,5}[BEGIN]{0,4}$")
 
+
 class _Tail(Protocol):
     def search(self, string: str, /) -> regex.Match[str] | None: ...
 
