@@ -11,8 +11,8 @@ skip. `AnalyzerEngine.analyze` tokenizes every text and runs every recognizer ov
 
 PERSON / LOCATION / ORGANIZATION come from the shipped tagger (guardrails/ner/), which reads capitalized stretches
 and lower-case words that are known names, so its trigger is any letter; street addresses are patterns reported as
-LOCATION. NRP (and, in
-addition, the three others) needs a spaCy NER model (GuardrailsConfig.spacy_model_path), run on its own pipeline.
+LOCATION. NRP (and, in addition, the three others) needs a spaCy NER model (GuardrailsConfig.spacy_model_path), run
+on its own pipeline.
 """
 
 from __future__ import annotations
