@@ -10,9 +10,9 @@ The cut is the start of the longest trailing run that could still grow into an e
 (an email, key or URL continues without spaces), a run of digit groups with separators (`4111 1111 11`, a phone, an
 SSN), or an IBAN's groups. When the policy asks for PERSON / LOCATION / ORGANIZATION, also a trailing run of
 capitalized words ("Maria", "Maria del", "Bank of"), or of lower-case words the tagger reads as names ("sarah
-kowalski"), and the two words after it: a name grows word by word, and the
-tagger reads two words of right context ("Jordan said" is a person, "Jordan river" a place), so a name is scanned
-only once those words have arrived, and a name split over 1-3 character chunks is never sent in part. With LOCATION,
+kowalski"), and the two words after it: a name grows word by word, and the tagger reads two words of right context
+("Jordan said" is a person, "Jordan river" a place), so a name is scanned only once those words have arrived, and a
+name split over 1-3 character chunks is never sent in part. With LOCATION,
 also a house number and up to five words after it ("2212 Orchard Way", "6 place de la Sonnen"): a street address
 still arriving. A finding that straddles the cut moves the cut to its start, and so does a name or address finding
 followed by fewer than three words: an address grows after it is first recognised ("Orchardring 49" + ", 93468
