@@ -23,7 +23,7 @@ LISTS_DIR = Path(__file__).parent / "lists"
 IMPORTED_DIR = LISTS_DIR / "imported"
 IMPORTED_LISTS = ("first_names", "last_names", "cities", "countries")
 HELD_OUT_ONE_IN = 5
-LIST_NAMES = ("first_names", "last_names", "cities", "countries", "org_names", "org_suffixes", "streets")
+LIST_NAMES = ("first_names", "last_names", "cities", "countries", "org_names", "org_suffixes", "streets", "demonyms")
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ def word_list(name: str) -> WordList:
     files = [LISTS_DIR / f"{name}.txt"] + ([IMPORTED_DIR / f"{name}.txt"] if name in IMPORTED_LISTS else [])
     lines = [line for file in files for line in file.read_text(encoding="utf-8").splitlines()]
     entries = tuple(dict.fromkeys(line.strip() for line in lines if line.strip() and not line.startswith("#")))
-    if name == "org_suffixes":  # legal forms are a closed class: the model must know all of them
+    if name in ("org_suffixes", "demonyms"):  # closed classes: the model must know all of them
         return WordList(entries, entries)
     return WordList(tuple(e for e in entries if not _held_out(e)), tuple(e for e in entries if _held_out(e)))
 

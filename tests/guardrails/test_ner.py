@@ -55,6 +55,19 @@ def test_the_gazetteer_holds_the_imported_census_and_geonames_entries():
         assert entries == sorted(set(entries))
 
 
+@pytest.mark.parametrize(
+    ("text", "places"),
+    [
+        ("Many Germans and Italians moved to Argentina after the war.", ["Argentina"]),
+        ("Our French team in Lyon ships the Japanese orders.", ["Lyon"]),
+    ],
+)
+def test_nationalities_are_not_places(text, places):
+    """Demonyms (lists/demonyms.txt) sit beside places but are none: the corpora label them O."""
+    spans = shared_model().predict(text)
+    assert [text[s.start : s.end] for s in spans if s.entity == "LOCATION"] == places
+
+
 def test_a_span_ends_at_a_line_break():
     text = "Acme Robotics GmbH\nMunich"
     tokens = tokenize(text)
