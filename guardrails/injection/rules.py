@@ -225,6 +225,28 @@ RULES: tuple[Rule, ...] = (
         r"(?:sve|все|всё|tutte?|tudo|todas?|le|as|os)\b.{0,40}?\b(?:\w*instrukcij\w*|инструкци\w*|istruzioni"
         r"|instruções|instrucoes|regole|regras|prethodn\w*|предыдущ\w*|precedenti|anteriores)\b",
     ),
+    make_rule(
+        "override_nl",
+        "override",
+        0.9,
+        ("negeer", "vergeet"),
+        r"\b(?:negeer|vergeet)\s+(?:alle|al|de|je|jouw|uw)\b.{0,40}?\b(?:instructies|regels|opdrachten|eerdere|vorige"
+        r"|bovenstaande)\b",
+    ),
+    # The secret asked for in French, Italian, Portuguese and Dutch (German and Spanish: secret_extraction and
+    # rules_de_es.py). "Comment changer mon mot de passe ?" and "la password del wifi" are the benign neighbours.
+    make_rule(
+        "secret_extraction_fr_it_pt_nl",
+        "extraction",
+        0.55,
+        ("mot de passe", "password", "senha", "wachtwoord", "secret", "segreto", "segredo", "geheim"),
+        r"\b(?:quel\s+est|donne[sz]?[\s-]+moi|dis[\s-]+moi|révèle\w*|revele\w*|qual\s+(?:è|e|é)|dimmi|dammi"
+        r"|rivela\w*|diga[\s-]+me|me\s+(?:diga|dê|de)|wat\s+is|geef\s+me|vertel\s+me)\s+"
+        r"(?:le|la|a|o|het|ton|ta|tua|tuo|sua|seu|je|jouw)\s+(?:mot\s+de\s+passe|password|senha|wachtwoord"
+        r"|secret|segreto|segredo|geheim)\b"
+        r"(?!\s+(?:du|de\s+(?:mon|ma|la|le)|del|della|dello|do|da|van\s+(?:mijn|de|het))\s+(?:\w+\s+)?"
+        r"\w*(?:wifi|wi-fi|routeur|router|compte|conta|account|rete|rede|netwerk|box|laptop|email|e-mail))",
+    ),
     # -- role-play jailbreak
     # Becoming someone by name ("Now you are Xi Jinping", "You are now TranslatorBot"), or no longer oneself.
     make_rule(
@@ -550,7 +572,9 @@ RULES: tuple[Rule, ...] = (
         "extraction",
         0.55,
         ("password", "passphrase", "secret", "passwort", "kennwort"),
-        r"\b(?:what(?:'s|\s+is|\s+was)|tell\s+me|give\s+me|reveal|spell|share|print|write\s+down|say|verrat\w*"
+        r"\b(?:what(?:'s|\s+is|\s+was)|tell\s+me|give\s+me|reveal|spell|share|print|write\s+down"
+        # "how do you say password in Spanish?" asks for a translation of the word, not for the secret
+        r"|(?<!\bhow\s+(?:do|would|can|should)\s+(?:you|i|we)\s+|\bhow\s+to\s+)say|verrat\w*"
         r"|nenn\w*|buchstabier\w*|wie\s+lautet|sag\s+mir|gib\s+mir)\s+(?:me\s+|mir\s+)?"
         r"(?:the\s+|your\s+|das\s+|dein\w*\s+)?(?:(?:first|last|\w+th|next)\s+(?:letters?|characters?)\s+of\s+"
         r"(?:the\s+|your\s+)?)?(?:admin(?:istrator)?[\s-]?|root[\s-]?|master[\s-]?)?"
@@ -578,6 +602,25 @@ RULES: tuple[Rule, ...] = (
         r"|\bthe\s+(?:password|passphrase|secret\s+word)\s+is\s*[:.…]*\s*$"
         r"|\b(?:only|just)\s+(?:with\s+)?the\s+(?:password|passphrase|secret\s+word)\b"
         r"|\bword\s+you\s+(?:are|were)\s+not\s+(?:supposed|allowed)\s+to\s+say\b",
+    ),
+    # Probing the secret without asking for it: a hint or a clue to it, its translation, what it contains, or what the
+    # model was told to keep. "A hint for the crossword", "translate the password reset email", "does the password
+    # need a digit?" are the benign neighbours.
+    make_rule(
+        "secret_probe",
+        "extraction",
+        0.55,
+        ("password", "passphrase", "secret", "told", "instructed", "protecting", "guarding", "hiding"),
+        r"\b(?:hint|clue|riddle|hints|clues)\s+(?:about|for|to|on|of)\s+the\s+(?:password|passphrase|secret(?:\s+word)?)"
+        r"\b(?!\s+(?:polic\w+|requirements?|rules?|reset|field|manager))"
+        r"|\btranslate\s+the\s+(?:password|passphrase|secret\s+word)\b(?!\s+(?:polic\w+|requirements?|rules?|reset"
+        r"|field|manager|page|screen|form|email|prompt|label))"
+        r"|\bdoes\s+the\s+(?:password|passphrase|secret\s+word)\s+(?:contain|include|start|end|begin|rhyme)"
+        r"\s+(?:with\s+)?(?:the\s+)?(?:letter|an?\s+[a-z]\b|[\"'][a-z])"
+        r"|\bwhat\s+(?:were|are|have)\s+you\s+(?:been\s+)?(?:told|instructed|asked|ordered|programmed)\s+not\s+to"
+        r"\s+(?:say|reveal|tell|share|disclose|mention|give)\b"
+        r"|\bwhat\s+(?:word|secret|password|passphrase|information)\s+(?:are|were)\s+you\s+(?:protecting|guarding"
+        r"|hiding|keeping|defending|not\s+allowed\s+to\s+(?:say|share|reveal))\b",
     ),
     make_rule(
         "system_prompt_mention", "extraction", 0.25, ("prompt",), r"\bsystem[\s_\-]*prompt\b|\bprompt[\s_]*texts?\b"
