@@ -230,8 +230,8 @@ RULES: tuple[Rule, ...] = (
         "override",
         0.9,
         ("negeer", "vergeet"),
-        r"\b(?:negeer|vergeet)\s+(?:alle|al|de|je|jouw|uw)\b.{0,40}?\b(?:instructies|regels|opdrachten|eerdere|vorige"
-        r"|bovenstaande)\b",
+        r"\b(?:negeer|vergeet)\s+(?:alle|al|de|je|jouw|uw)\s+(?:\w+\s+){0,2}(?:instructies|regels|opdrachten"
+        r"|richtlijnen)\b|\b(?:negeer|vergeet)\s+(?:alles|al\s+het)\s+(?:hierboven|bovenstaande|wat\s+je\s+is\s+gezegd)",
     ),
     # The secret asked for in French, Italian, Portuguese and Dutch (German and Spanish: secret_extraction and
     # rules_de_es.py). "Comment changer mon mot de passe ?" and "la password del wifi" are the benign neighbours.

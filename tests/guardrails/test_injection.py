@@ -175,6 +175,7 @@ BENIGN_LOOKALIKES = [
     "Quel est le mot de passe du wifi de l'hôtel ?",
     "Qual è la password del wifi?",
     "Wat is het wachtwoord van de gastenwifi?",
+    "Negeer de typfout in mijn vorige bericht, ik bedoelde breuken.",
 ]
 
 
