@@ -92,7 +92,11 @@ class ClusterServers:
             for node in self.nodes:
                 (node.dir / "nodes.conf").unlink(missing_ok=True)
                 node.port = cluster_node_port(taken)
-            return self._form()
+            try:
+                return self._form()
+            except BaseException:
+                self.stop()  # the fixture never gets the object to stop: no node outlives the test run
+                raise
 
     def _form(self) -> ClusterServers:
         for node in self.nodes:
