@@ -77,10 +77,7 @@ def _geonames(file: str) -> dict[str, dict[str, object]]:
 
 
 def _cities() -> list[str]:
-    out = []
-    for city in _geonames("cities15000.json").values():
-        out += [str(city["name"])]
-    return out
+    return [str(city["name"]) for city in _geonames("cities15000.json").values()]
 
 
 def _countries_and_states() -> list[str]:

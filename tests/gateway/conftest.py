@@ -87,28 +87,28 @@ class Admin:
 
     def tenant(self, tenant_id: str | None = None, **fields) -> str:
         tenant_id = tenant_id or "t" + uuid.uuid4().hex[:10]
-        response = self._create("/tenants", {"id": tenant_id, **fields})
+        response, retried = self._create("/tenants", {"id": tenant_id, **fields})
         # 409 on a retry: the first try's write landed and only its reply was lost
-        assert response.status_code == 201 or (response.status_code == 409 and response.retried), response.text
+        assert response.status_code == 201 or (response.status_code == 409 and retried), response.text
         return tenant_id
 
     def key(self, tenant_id: str, **fields) -> str:
-        response = self._create(f"/tenants/{tenant_id}/keys", fields)
+        response, _ = self._create(f"/tenants/{tenant_id}/keys", fields)
         assert response.status_code == 201, response.text
         return response.json()["key"]
 
-    def _create(self, path: str, body: dict) -> httpx.Response:
-        """POST, tried up to three times while the gateway answers 503 "store unreachable": the test gateways give
-        Redis 0.2 s a call (fail-open requests need a short timeout), and on a busy 2-core CI box an admin write
-        sometimes waited longer (a CI run's key creation failed so, in a test about something else). The admin API's
-        own 503 is tested where it is the subject (test_redis_failures.py)."""
-        for attempt in range(3):
-            response = self.http.post(path, json=body)
-            response.retried = attempt > 0  # type: ignore[attr-defined]
-            if response.status_code != 503:
-                break
+    def _create(self, path: str, body: dict) -> tuple[httpx.Response, bool]:
+        """POST, tried up to three times while the gateway answers 503 "store unreachable", and whether it was retried:
+        the test gateways give Redis 0.2 s a call (fail-open requests need a short timeout), and on a busy 2-core CI box
+        an admin write sometimes waited longer (a CI run's key creation failed so, in a test about something else). The
+        admin API's own 503 is tested where it is the subject (test_redis_failures.py)."""
+        response = self.http.post(path, json=body)
+        retries = 0
+        while response.status_code == 503 and retries < 2:
             time.sleep(0.3)
-        return response
+            response = self.http.post(path, json=body)
+            retries += 1
+        return response, retries > 0
 
     def usage(self, tenant_id: str) -> dict:
         days = self.http.get(f"/tenants/{tenant_id}/usage").json()["days"]
