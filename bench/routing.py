@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.routing_baselines import LeastQueuedPrefillPolicy, LlmdPrecisePolicy
-from bench.routing_e2e import E2eSettings, print_e2e, run_e2e
+from bench.routing_e2e import E2eSettings, TraceSlice, print_e2e, run_e2e
 from bench.sim.bounds import ceiling_hit_rate, pooled_lru_hit_rate, pooled_opt_hit_rate, ttft_floor_s
 from bench.sim.cluster import ClusterSpec, RunResult, simulate, time_scale
 from bench.sim.kv import BLOCK_TOKENS
@@ -88,7 +88,20 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--e2e-concurrency", type=int, default=E2eSettings.concurrency)
     parser.add_argument("--e2e-kv-blocks", type=int, default=E2eSettings.num_kv_blocks, help="KV blocks per replica")
     parser.add_argument("--e2e-trace", default=None, help="replay a Mooncake trace (a name or a path), open loop")
-    parser.add_argument("--e2e-rates", default="2,4", help="trace replay: comma-separated loads in requests per second")
+    parser.add_argument(
+        "--e2e-rates",
+        default=",".join(f"{rate:g}" for rate in E2eSettings.rates),
+        help="trace replay: comma-separated loads in requests per second",
+    )
+    parser.add_argument(
+        "--e2e-slice",
+        choices=[choice.value for choice in TraceSlice],
+        default=E2eSettings.trace_slice.value,
+        help="trace replay: whole sessions from the entire trace (keeps its reuse) or its first requests",
+    )
+    parser.add_argument(
+        "--e2e-slice-seed", type=int, default=E2eSettings.slice_seed, help="trace replay: which sessions are drawn"
+    )
     parser.add_argument("--e2e-block-words", type=int, default=E2eSettings.block_words)
     parser.add_argument("--e2e-max-tokens", type=int, default=E2eSettings.max_tokens)
     parser.add_argument("--e2e-max-prompt-words", type=int, default=E2eSettings.max_prompt_words)
@@ -321,6 +334,8 @@ def main(argv: list[str]) -> int:
             max_tokens=args.e2e_max_tokens,
             trace=args.e2e_trace,
             rates=tuple(float(rate) for rate in args.e2e_rates.split(",")),
+            trace_slice=TraceSlice(args.e2e_slice),
+            slice_seed=args.e2e_slice_seed,
             block_words=args.e2e_block_words,
             max_prompt_words=args.e2e_max_prompt_words,
         )

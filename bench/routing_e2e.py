@@ -11,11 +11,14 @@ held (sluicegate_routing_matched_prefix_tokens / prompt_tokens: close to the rep
 hashes and the replicas' KV events agree), TTFT mean/p50/p90/p99 as the client sees it, requests/s and output
 tokens/s.
 
-`--e2e-trace NAME|PATH` replays the first `--e2e-requests` requests of a Mooncake trace instead, open loop, once per
-load in `--e2e-rates` (requests per second: the trace's own arrival times stretched or squeezed to that mean rate, so
-its bursts stay). Prompts are built from the hash ids as `sluicegate bench serve` builds them, each 512-token block
-`--e2e-block-words` words, so requests share prefixes exactly as far as their hash ids agree (a prompt is cut at
-`--e2e-max-prompt-words`); output lengths are the trace's, scaled by the same factor (at most `--e2e-max-tokens`).
+`--e2e-trace NAME|PATH` replays `--e2e-requests` requests of a Mooncake trace instead, open loop, once per load in
+`--e2e-rates` (requests per second: the trace's own arrival times stretched or squeezed to that mean rate, so its
+bursts stay). `--e2e-slice sessions` (the default) takes them whole session by whole session from the entire trace
+(bench/traces.py `sample_sessions`, a fixed seed, so every run replays the same requests) and keeps the trace's
+reuse; `--e2e-slice head` takes its first requests, which have barely begun to reuse anything. Prompts are built
+from the hash ids as `sluicegate bench serve` builds them, each 512-token block `--e2e-block-words` words, so
+requests share prefixes exactly as far as their hash ids agree (a prompt is cut at `--e2e-max-prompt-words`); output
+lengths are the trace's, scaled by the same factor (at most `--e2e-max-tokens`).
 Every (policy, load) run draws its words afresh, so no run finds the previous one's prefixes cached.
 `sglang_cache_aware` runs with the replicas' KV events off, so it matches against what it routed, as SGLang's router
 does.
@@ -24,6 +27,7 @@ does.
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import random
 import statistics
@@ -36,7 +40,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.routing_procs import Proc, start_engine, start_gateway
-from bench.traces import DEFAULT_TRACES, TRACE_BLOCK_TOKENS, load_mooncake_trace, trace_prompt
+from bench.traces import DEFAULT_TRACES, TRACE_BLOCK_TOKENS, load_mooncake_trace, sample_sessions, trace_prompt
 
 _WORDS = (
     "alpha beta gamma delta value return import class while with open file path list dict tuple token block "
@@ -44,6 +48,15 @@ _WORDS = (
 ).split()
 _API_KEY = "sk-sg-bench-routing"
 _SERVED_NAME = "bench"
+
+
+class TraceSlice(enum.StrEnum):
+    """Which requests of a trace a replay sends."""
+
+    SESSIONS = "sessions"
+    """Whole sessions drawn from the entire trace (a fixed seed): about the whole trace's reuse."""
+    HEAD = "head"
+    """The first requests: conversations that have barely begun (5.5-6.3% reuse in the first 240)."""
 
 
 @dataclass
@@ -59,12 +72,17 @@ class E2eSettings:
     num_kv_blocks: int = 160
     trace: str | None = None
     """A Mooncake trace (a name in bench/traces.py or a path): replayed open loop instead of the shared prefixes."""
-    rates: tuple[float, ...] = (2.0, 4.0)
-    """Trace replay: the loads, in requests per second."""
-    block_words: int = 12
-    """Trace replay: words per 512-token hash block (the prompts' scale)."""
-    max_prompt_words: int = 600
+    rates: tuple[float, ...] = (1.0, 2.0)
+    """Trace replay: the loads, in requests per second (on two cores, 2/s of the conversation trace keeps them busy)."""
+    block_words: int = 36
+    """Trace replay: words per 512-token hash block, ~44 tokens: prompts at about 1/12 of the trace's lengths, long
+    enough that the prefill a cache hit saves, not a request's fixed cost, makes the TTFT (at 12 words the median
+    TTFT was 0.05-0.08 s whatever the routing)."""
+    max_prompt_words: int = 1800
     """Trace replay: longer prompts are cut (their tail), as `bench serve --max-input-len` does."""
+    trace_slice: TraceSlice = TraceSlice.SESSIONS
+    slice_seed: int = 0
+    """Trace replay: the seed `sample_sessions` draws with; fixed, so every (policy, load) run sends the same requests."""
 
 
 @dataclass(frozen=True)
@@ -98,10 +116,14 @@ def _workload(settings: E2eSettings, seed: int) -> list[str]:
 
 
 def _trace_workload(settings: E2eSettings, rate: float, salt: int) -> list[TraceJob]:
-    """The trace's first requests as prompts of words, their arrivals scaled to `rate` requests per second."""
+    """The trace's requests (`settings.trace_slice`) as prompts of words, their arrivals scaled to `rate` requests per
+    second."""
     assert settings.trace is not None
     path = DEFAULT_TRACES.get(settings.trace) or Path(settings.trace)
-    rows = load_mooncake_trace(path, limit=settings.num_requests)
+    if settings.trace_slice is TraceSlice.HEAD:
+        rows = load_mooncake_trace(path, limit=settings.num_requests)
+    else:
+        rows = sample_sessions(load_mooncake_trace(path), settings.num_requests, settings.slice_seed)
     start_s = rows[0].arrival_s
     span_s = max(rows[-1].arrival_s - start_s, 1e-9)
     stretch = (len(rows) - 1) / span_s / rate if len(rows) > 1 else 0.0
@@ -250,8 +272,9 @@ def print_e2e(result: dict) -> None:
             f"concurrency {s['concurrency']}, {s['max_tokens']} output tokens"
         )
     else:
+        which = "whole sessions" if s["trace_slice"] == TraceSlice.SESSIONS else "the first requests"
         workload = (
-            f"the first {s['num_requests']} requests of trace {s['trace']}, {s['block_words']} words per 512-token "
+            f"{s['num_requests']} requests of trace {s['trace']} ({which}), {s['block_words']} words per 512-token "
             f"block (at most {s['max_prompt_words']} words a prompt), at most {s['max_tokens']} output tokens, "
             f"open loop at {s['rates']} requests/s"
         )
