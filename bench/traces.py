@@ -77,9 +77,9 @@ def sample_sessions(
     (synthetic) over the whole trace. Reuse needs a shared first block (the ids are chained), so grouping requests by
     the first block of their prompt that few requests share (at most `max_shared_fraction` of the trace: a system
     prompt every request starts with is skipped; a block fewer than `_MIN_SHARED_CAP` share always names a session,
-    so small traces group too) keeps a conversation's turns together. Sessions are drawn in a
-    seeded order and kept whole while they fit; the sample keeps about the whole trace's reuse (240 requests: 26-33%
-    conversation, 58-67% synthetic over seeds 0-2) and its timestamps, so its bursts stay.
+    so small traces group too) keeps a conversation's turns together. Sessions are drawn in a seeded order, each
+    taken whole if it still fits; the sample keeps about the whole trace's reuse (240 requests: 26-33% conversation,
+    58-67% synthetic over seeds 0-2) and its timestamps, so its bursts stay.
     """
     uses = Counter(hash_id for request in requests for hash_id in request.block_hashes)
     shared_cap = max(_MIN_SHARED_CAP, int(max_shared_fraction * len(requests)))
