@@ -46,7 +46,7 @@ def test_each_run_draws_its_own_words(trace):
 
 
 def test_the_session_slice_replays_whole_sessions_of_the_trace(trace):
-    # hash id 1 starts a two-request session, 4 a one-request one: two requests are the first session, whole
+    # hash id 1 starts a two-request session, 4 a one-request one; the fixed seed draws the two-request one first
     settings = E2eSettings(trace=trace, num_requests=2, block_words=8)
     assert settings.trace_slice is TraceSlice.SESSIONS
     words = [job.prompt.split() for job in _trace_workload(settings, rate=1.0, salt=0)]
