@@ -27,6 +27,7 @@ from gateway.metrics import GatewayMetrics
 from gateway.request.body import (
     KV_TRANSFER_PARAMS,
     cache_salt,
+    handed_over_tokens,
     prefill_body,
     upstream_body,
     upstream_changes,
@@ -197,6 +198,7 @@ class UpstreamAttempt:
                     links.metrics.child(links.metrics.upstream_errors, "handoff_refused").inc()
                     links.router.release(route, Outcome.OK)
                     self.route, handoff_body = None, None
+                    request.handed_over_tokens = 0
                     continue
                 if response.status not in CLIENT_FAULT_STATUSES:
                     links.metrics.child(links.metrics.upstream_errors, f"http_{response.status}").inc()
@@ -228,7 +230,10 @@ class UpstreamAttempt:
         if handoff is None:
             return None
         self.prefill_replica = handoff.replica
-        return None if handoff.kv_transfer_params is None else with_handoff(body, handoff.kv_transfer_params)
+        if handoff.kv_transfer_params is None:
+            return None
+        request.handed_over_tokens = handed_over_tokens(handoff.kv_transfer_params)
+        return with_handoff(body, handoff.kv_transfer_params)
 
     def _drop_route(self, route: Route) -> None:
         """This replica failed before the first byte: released as such, the next try routes afresh."""

@@ -83,3 +83,10 @@ def with_handoff(body: bytes, kv_transfer_params: dict[str, Any]) -> bytes:
     """Hop 2: `body` (upstream_body's: a UTF-8 JSON object, the cache salt among its members, and never a client's
     kv_transfer_params, which parse.py refuses) with the prefill replica's kv_transfer_params, unchanged."""
     return splice(body, {KV_TRANSFER_PARAMS: kv_transfer_params})
+
+
+def handed_over_tokens(kv_transfer_params: dict[str, Any]) -> int:
+    """The prompt tokens a prefill replica's handoff covers (`remote_num_tokens`), for the decode hop's load
+    estimate; 0 when the answer does not say (the decode replica checks the handoff itself)."""
+    tokens = kv_transfer_params.get("remote_num_tokens")
+    return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0 else 0

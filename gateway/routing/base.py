@@ -68,6 +68,9 @@ class RouteRequest:
     cache_salt: str = ""  # the tenant's id or its cache group's salt (docs/architecture.md, "Tenant isolation")
     block_hashes: list[int] = field(default_factory=list)  # filled by the request path from prompt_token_ids
     stage: Stage = Stage.WHOLE
+    handed_over_tokens: int = 0
+    """Decode hop: prompt tokens whose KV the prefill replica hands over (its `remote_num_tokens`). A decode replica
+    reads them instead of computing them, so they queue no prefill there; they still take its KV."""
 
 
 @dataclass

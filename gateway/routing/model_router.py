@@ -66,11 +66,14 @@ class UnknownReplicaError(KeyError):
 class _Ticket:
     replica: str
     uncached_tokens: int
+    """Prompt tokens whose KV the replica must provide (compute or read): in its inflight_prompt_tokens."""
+    prefill_tokens: int
+    """Of those, the ones it computes: in its queued_prefill_tokens until the first token."""
     max_tokens: int
     pending_hashes: list[int]
     breaker_trial: bool
     before_first_token: bool = True
-    """Its uncached prompt still counts in the replica's queued_prefill_tokens."""
+    """Its prefill tokens still count in the replica's queued_prefill_tokens."""
 
 
 class ModelRouter:
@@ -138,7 +141,9 @@ class ModelRouter:
         choice = policy.choose(policy_request, candidates)
         replica = replicas[choice.index]
         saved_tokens = min(matched_tokens.get(replica.name, 0), hashes.prompt_tokens)
-        ticket = self._admit(replica, hashes, saved_tokens, request.max_tokens)
+        # Only a decode replica gets the handoff (the request path sends it nowhere else): it reads those tokens.
+        handed_over_tokens = request.handed_over_tokens if replica.config.role == Role.DECODE else 0
+        ticket = self._admit(replica, hashes, saved_tokens, handed_over_tokens, request.max_tokens)
         self._observe(replica.name, policy, choice.reason, hashes.prompt_tokens, saved_tokens, choice.load_tokens)
         return Route(replica.name, replica.url, saved_tokens, policy.name, ticket, replica.config.role)
 
@@ -151,7 +156,7 @@ class ModelRouter:
         replica = self.replicas.get(ticket.replica) if ticket is not None else None
         if ticket is not None and replica is not None and ticket.before_first_token:
             ticket.before_first_token = False
-            replica.load.queued_prefill_tokens -= ticket.uncached_tokens
+            replica.load.queued_prefill_tokens -= ticket.prefill_tokens
 
     def release(self, route: Route, outcome: str) -> None:
         self.first_token(route)  # a request that ends without a first token queues nothing either
@@ -266,7 +271,9 @@ class ModelRouter:
     def _indexed_blocks(self, name: str) -> int:
         return self.precise.num_blocks(name) + self.history.num_blocks(name)
 
-    def _admit(self, replica: Replica, hashes: RequestHashes, saved_tokens: int, max_tokens: int) -> int:
+    def _admit(
+        self, replica: Replica, hashes: RequestHashes, saved_tokens: int, handed_over_tokens: int, max_tokens: int
+    ) -> int:
         pending_hashes: list[int] = []
         if self._uses_feed(replica, hashes):
             pending_hashes = hashes.token_hashes(self._replica_block_size(replica.name))
@@ -274,13 +281,16 @@ class ModelRouter:
         else:
             self.history.record(replica.name, hashes.history_hashes(), time.monotonic())
         uncached_tokens = hashes.prompt_tokens - saved_tokens
+        prefill_tokens = max(0, hashes.prompt_tokens - max(saved_tokens, handed_over_tokens))
         replica.load.inflight_requests += 1
         replica.load.inflight_prompt_tokens += uncached_tokens
         replica.load.inflight_decode_tokens += max_tokens
-        replica.load.queued_prefill_tokens += uncached_tokens
+        replica.load.queued_prefill_tokens += prefill_tokens
         breaker_trial = replica.breaker.on_routed()
         ticket = next(_tickets)
-        self._tickets[ticket] = _Ticket(replica.name, uncached_tokens, max_tokens, pending_hashes, breaker_trial)
+        self._tickets[ticket] = _Ticket(
+            replica.name, uncached_tokens, prefill_tokens, max_tokens, pending_hashes, breaker_trial
+        )
         return ticket
 
     def _observe(

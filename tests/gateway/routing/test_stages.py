@@ -132,3 +132,23 @@ def test_decode_load_policy():
     # ties rotate
     picks = {policy.choose(req, candidates(a=ReplicaLoad(), b=ReplicaLoad())).index for _ in range(4)}
     assert picks == {0, 1}
+
+
+def test_a_decode_hop_queues_no_prefill_for_the_tokens_handed_over():
+    split = router({"p0": "prefill", "d0": "decode", "b0": "both"}, policy="expected_ttft")
+    load = {name: split._models["m"].replicas[name].load for name in ("d0", "b0")}
+    handed = dataclasses.replace(request(Stage.DECODE), handed_over_tokens=48)
+    route = split.route(handed)
+    # d0 reads 48 of the 64 prompt tokens and computes the last 16; it holds the KV of all 64
+    assert route.replica == "d0"
+    assert (load["d0"].queued_prefill_tokens, load["d0"].inflight_prompt_tokens) == (16, 64)
+    split.first_token(route)
+    assert load["d0"].queued_prefill_tokens == 0
+    split.release(route, OK)
+    assert (load["d0"].queued_prefill_tokens, load["d0"].inflight_prompt_tokens) == (0, 0)
+    # the decode tier gone, the hop falls to a `both` replica, which gets no handoff: it computes the whole prompt
+    route = split.route(handed, frozenset({"d0"}))
+    assert route.replica == "b0"
+    assert (load["b0"].queued_prefill_tokens, load["b0"].inflight_prompt_tokens) == (64, 64)
+    split.release(route, OK)
+    assert load["b0"].queued_prefill_tokens == 0
