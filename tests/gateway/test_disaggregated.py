@@ -5,6 +5,8 @@ sees it) and its retry on another prefill replica, the requests that skip it, bi
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import httpx
 import openai
 import pytest
@@ -129,6 +131,27 @@ def test_a_chat_takes_the_prefill_hop_and_its_handoff_goes_to_the_decode_replica
         assert prefill_body[name] == decode_body[name]
     assert pool.both.received == []  # the both replica serves whole requests only
     assert pool.hops("ok", "handoff") >= 1
+
+
+def test_the_decode_replica_queues_no_prefill_for_what_the_handoff_covers(pool):
+    # A prompt of its own (no earlier request makes it a prefix hit); the fake hands over 48 tokens.
+    chat = [{"role": "user", "content": "tokens the prefill replica hands over to the decode replica " * 8}]
+    d0 = pool.gw.gateway.router._models["tiny"].replicas["d0"].load
+    fake = {"tokens": 2, "chunk_delay_s": 0.5}  # the decode hop's first chunk comes late: its prefill still queues
+
+    def stream() -> str:
+        chunks = pool.client().chat.completions.create(
+            model="tiny", messages=chat, max_tokens=2, stream=True, extra_body={"fake": fake}
+        )
+        return "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
+
+    with ThreadPoolExecutor(1) as executor:
+        answer = executor.submit(stream)
+        wait_until(lambda: d0.inflight_requests == 1)
+        queued, held = d0.queued_prefill_tokens, d0.inflight_prompt_tokens
+        assert answer.result() == TOKEN * 2
+    assert pool.decode.received[0]["kv_transfer_params"]["remote_num_tokens"] == 48
+    assert held > 48 and queued == held - 48  # it holds the whole prompt's KV and computes what was not handed over
 
 
 def test_a_completion_takes_both_hops_without_options_the_prefill_cannot_take(pool):
