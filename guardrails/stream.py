@@ -135,11 +135,11 @@ class StreamRedactor:
         """Characters of the original text emitted or dropped so far: where the pending text starts."""
         self._redactions: list[Finding] = []
         self._watch_pem = "PRIVATE_KEY" in policy.pii_entities and self.action in ("redact", "block")
-        self._names = bool(_NAME_ENTITIES & set(policy.pii_entities))
+        names = bool(_NAME_ENTITIES & set(policy.pii_entities))
         self._tails: tuple[_Tail, ...] = (
             _TAILS
             + ((_PEM_BEGIN_TAIL,) if self._watch_pem else ())
-            + ((_NAME_TAIL, _LowerCaseNameTail(shared_model().lower_case_names)) if self._names else ())
+            + ((_NAME_TAIL, _LowerCaseNameTail(shared_model().lower_case_names)) if names else ())
             + ((_ADDRESS_START_TAIL,) if "LOCATION" in policy.pii_entities else ())
         )
 

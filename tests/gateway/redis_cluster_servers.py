@@ -63,7 +63,6 @@ class ClusterServers:
         self.replicas = replicas
         self.tls = tls  # TLS for clients, the cluster bus and replication alike
         self.nodes = []
-        taken: set[int] = set()
         for i in range(masters * (1 + replicas)):
             folder = root / f"node{i}"
             folder.mkdir(parents=True, exist_ok=True)
@@ -71,9 +70,8 @@ class ClusterServers:
             cluster += ["--cluster-node-timeout", str(node_timeout_ms), "--appendonly", "no"]
             if tls:
                 cluster += ["--tls-cluster", "yes", "--tls-replication", "yes"]
-            node = RedisServer(folder, *cluster, tls=tls)
-            node.port = cluster_node_port(taken)
-            self.nodes.append(node)
+            self.nodes.append(RedisServer(folder, *cluster, tls=tls))
+        self._pick_ports()
 
     @property
     def url(self) -> str:
@@ -88,15 +86,19 @@ class ClusterServers:
             return self._form()
         except (RuntimeError, subprocess.SubprocessError):
             self.stop()
-            taken: set[int] = set()
             for node in self.nodes:
                 (node.dir / "nodes.conf").unlink(missing_ok=True)
-                node.port = cluster_node_port(taken)
+            self._pick_ports()
             try:
                 return self._form()
             except BaseException:
                 self.stop()  # the fixture never gets the object to stop: no node outlives the test run
                 raise
+
+    def _pick_ports(self) -> None:
+        taken: set[int] = set()
+        for node in self.nodes:
+            node.port = cluster_node_port(taken)
 
     def _form(self) -> ClusterServers:
         for node in self.nodes:
