@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from guardrails.injection.rule import Rule, make_rule
 from guardrails.injection.rules_de_es import RULES_DE_ES
+from guardrails.injection.rules_frames import RULES_FRAMES
 
 _GAP = r"[^.!?\n]{0,40}?"  # a few words, within one sentence
 _OVERRIDE_VERB = (
@@ -652,6 +653,7 @@ RULES: tuple[Rule, ...] = (
         r"(?:\\n|\n)\s*(?:instructions?|system|new\s+task|anweisung)\s*:",
     ),
 ) + RULES_DE_ES  # the same families phrased in German and Spanish
+RULES += RULES_FRAMES  # frames with no override verb (rules_frames.py)
 
 ENCODED_PAYLOAD_WEIGHT = 0.5
 """Extra signal when a rule fires only inside a decoded (base64/hex/rot13/percent) payload: hiding it is intent."""
