@@ -228,7 +228,21 @@ class SseRedactor:
         for choice in chunk["choices"]:
             if isinstance(choice, dict):
                 self._choice(choice)
+        if all(isinstance(c, dict) and self._says_nothing(c) for c in chunk["choices"]) and chunk.get("usage") is None:
+            return b""  # all its text is held back: an empty delta tells the client nothing
         return replace_data(event, json.dumps(chunk).encode())
+
+    def _says_nothing(self, choice: dict) -> bool:
+        """Only empty text is left in the choice: no role, tool call, finish reason or released logprobs."""
+        if choice.get("finish_reason") is not None or _get_path(choice, self.field) != "":
+            return False
+        logprobs = choice.get("logprobs")
+        if isinstance(logprobs, dict) and any(logprobs.get(k) for k in ("content", "tokens")):
+            return False
+        if self.route_kind != CHAT:
+            return set(choice) <= {"index", "text", "logprobs", "finish_reason", "stop_reason"}
+        delta = choice.get("delta")
+        return isinstance(delta, dict) and set(delta) <= {"content"} and set(choice) <= _QUIET_CHAT_CHOICE_KEYS
 
     def _choice(self, choice: dict) -> None:
         index = choice.get("index", 0)
@@ -328,6 +342,9 @@ class SseRedactor:
         self.redactors.clear()
         self.logprobs.clear()
         return b"".join(events)
+
+
+_QUIET_CHAT_CHOICE_KEYS = frozenset({"index", "delta", "logprobs", "finish_reason", "stop_reason"})
 
 
 def _arguments_delta(call_index: int, arguments: str) -> dict:

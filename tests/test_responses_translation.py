@@ -145,6 +145,9 @@ def test_function_calls_merge_into_the_assistant_message_before_them():
         ({"instructions": "only a system prompt", "input": [{"role": "system", "content": "x"}]}, "input"),
         ({"input": "x", "tools": {"type": "function"}}, "tools"),
         ({"input": "x", "text": {"format": {"type": "json_schema", "name": "s"}}}, "text.format.schema"),
+        # not a Responses API field: refused, not dropped (another API's parameter, or a typo)
+        ({"input": "x", "guided_choice": ["a"]}, "guided_choice"),
+        ({"input": "x", "max_tokens": 5}, "max_tokens"),
     ],
 )
 def test_bad_requests_name_the_field(body, param):

@@ -287,10 +287,11 @@ def invalid_request(errors: list[Any]) -> InvalidRequestError:
 
 
 def _param(loc: tuple[int | str, ...]) -> str:
-    """The parameter a client wrote: a top-level field, `stream_options.<field>` or `messages[i].<field>`; deeper
-    parts of `loc` (list indexes, pydantic's names for union members) are not the client's."""
-    if loc[0] == "messages" and len(loc) > 1:
-        return f"messages[{loc[1]}]" + (f".{loc[2]}" if len(loc) > 2 else "")
+    """The parameter a client wrote: a top-level field, `stream_options.<field>`, `messages[i].<field>` or
+    `tools[i].<field>`; deeper parts of `loc` (list indexes, pydantic's names for union members) are not the
+    client's."""
+    if loc[0] in ("messages", "tools") and len(loc) > 1 and isinstance(loc[1], int):  # "tools[0].function"
+        return f"{loc[0]}[{loc[1]}]" + (f".{loc[2]}" if len(loc) > 2 else "")
     if loc[0] in ("stream_options", "response_format") and len(loc) > 1:
         return f"{loc[0]}.{loc[1]}"
     return str(loc[0])

@@ -236,6 +236,8 @@ async def remove_tenant(store: AdminStore, tenant: Tenant) -> Tenant:
 def expiry_fields(body: dict[str, Any]) -> dict[str, Any]:
     """`ttl_s` in `body` turned into the `expires_at` it means."""
     ttl_s = body.pop("ttl_s", None)
+    if ttl_s is not None and body.get("expires_at") is not None:
+        raise invalid_request("Give expires_at or ttl_s, not both.", param="ttl_s")
     if ttl_s is not None:
         if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or not 0 < ttl_s <= MAX_UNIX_S / 2:
             raise invalid_request(
@@ -254,7 +256,13 @@ async def issue_key(store: AdminStore, tenant_id: str, fields: dict[str, Any]) -
     """A new key for the tenant: its record and its plaintext, which is never stored and so shown only now."""
     secret = new_api_key()
     digest = digest_key(secret)
-    key = apply_key_fields(ApiKey(key_id_of(digest), tenant_id, digest, created_at=time.time()), fields)
+    now_s = time.time()
+    key = apply_key_fields(ApiKey(key_id_of(digest), tenant_id, digest, created_at=now_s), fields)
+    if 0 < key.expires_at <= now_s:  # a key born expired is a mistake (a date in ms, or in the past), not a request
+        raise invalid_request(
+            f"expires_at must be in the future (Unix seconds), got {key.expires_at:.0f}; now is {now_s:.0f}",
+            param="expires_at",
+        )
     await store.put_key(key)
     audit.record("key.create", tenant=tenant_id, key_id=key.key_id, after=audit.key_state(key))
     return key, secret

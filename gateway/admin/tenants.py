@@ -50,7 +50,7 @@ class Tenant:
     request's worst-case cost, settled at its actual cost, like the token budgets."""
     monthly_budget_usd: float = 0.0
     default_max_tokens: int = 256
-    """Output reservation for requests that do not set max_tokens."""
+    """Output reservation for requests that do not set max_tokens (at most output_tpm: default_reservation)."""
     guardrails: str = GUARDRAILS_OFF
     """Guardrail policy name (applied by the guardrails hook)."""
     cache_group: str = ""
@@ -64,6 +64,15 @@ class Tenant:
     """When the record was created (Unix ms, the store's clock; 0: a record older than this field). A tenant deleted
     and created again under the same id is another tenant: settlements and fail-open state of the old one, still held
     by some gateway through an outage, are told apart by this and dropped."""
+
+    @property
+    def default_reservation(self) -> int:
+        """What a request without max_tokens reserves, and is capped at: default_max_tokens, but never more than one
+        minute's output_tpm, which no request could ever get (every such request would be refused as too large;
+        admit.lua takes the same minimum)."""
+        if 0 < self.output_tpm < self.default_max_tokens:
+            return self.output_tpm
+        return self.default_max_tokens
 
     def allows(self, model: str) -> bool:
         return not self.models or model in self.models
@@ -197,10 +206,13 @@ class TenantUpdate(Schema):
         return isolate
 
 
+KEY_NAME_MAX_CHARS = 200  # a label for people and the audit log, stored with every key
+
+
 class KeyUpdate(Schema):
     """What an admin body may set on an ApiKey; only the fields given are applied."""
 
-    name: str = ""
+    name: Annotated[str, Field(max_length=KEY_NAME_MAX_CHARS)] = ""
     expires_at: UnixSeconds = 0.0
     rpm: Limit = 0
     input_tpm: Limit = 0

@@ -90,7 +90,7 @@ class AdmissionControl:
                 raise model_not_allowed(parsed.model)
         ctx.parsed, ctx.raw_body, ctx.model = parsed, raw, model
         ctx.lease_end_ms = int((time.time() + p.config.request_lease_s) * 1000)
-        ctx.reserved_out = reservation(parsed.max_tokens, parsed.completions, tenant.default_max_tokens)
+        ctx.reserved_out = reservation(parsed.max_tokens, parsed.completions, tenant.default_reservation)
         # From here an answer counts under the tenant and model: the pre-check's 429s and guardrail blocks too.
         ctx.phase = RequestPhase.AUTHED
         self._precheck(key, tenant)
@@ -188,7 +188,8 @@ class AdmissionControl:
         # The buckets as the store last reported them: the request bucket is still empty until refill_at_s.
         raise ApiError(
             429,
-            f"Rate limit reached for requests per minute (rpm). Please try again in {wait_s:.3g}s.",
+            f"Rate limit reached for requests per minute (rpm): limit {denial.requests_limit}. Please try again in "
+            f"{wait_s:.3g}s.",
             "requests",
             "rate_limit_exceeded",
             headers={**denial.headers, **retry_after(wait_s)},
@@ -200,4 +201,5 @@ class AdmissionControl:
         if admission.reason == base.UNAUTHORIZED:
             p.auth.forget_key(key.digest)
         elif admission.reason == base.REQUESTS and not admission.fallback:  # Redis may be back any moment
-            p.denied.deny(key.digest, tenant.id, admission.retry_after_s, headers)
+            view = admission.buckets.get(base.REQUESTS)
+            p.denied.deny(key.digest, tenant.id, admission.retry_after_s, headers, view.limit if view else 0)

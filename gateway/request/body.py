@@ -42,7 +42,7 @@ def upstream_changes(ctx: RequestContext, salt: str, max_len: int | None) -> dic
     if ctx.parsed.max_tokens is None:
         # What admission reserved is also the cap: without one the upstream may generate to the end of the
         # context, far past the tenant's output bucket and budgets (within the context, or the upstream refuses it).
-        cap = ctx.tenant.default_max_tokens
+        cap = ctx.tenant.default_reservation
         changes["max_tokens"] = cap if max_len is None else max(1, min(cap, max_len - ctx.prompt.longest_prompt_tokens))
     if ctx.parsed.stream and not ctx.parsed.client_wants_usage:
         changes["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}

@@ -104,6 +104,9 @@ def _no_transfer_params(body: JsonObject) -> None:
 def _common(kind: str, body: JsonObject, prompts: list[str | list[int]]) -> ParsedRequest:
     model = _model(body)
     _no_transfer_params(body)
+    salt = body.get("cache_salt")
+    if salt is not None and not isinstance(salt, str):  # the gateway namespaces it (body.cache_salt): never dropped
+        raise invalid_request(f"cache_salt must be a string, got {salt!r}.", param="cache_salt")
     stream = body.get("stream", False)
     if stream is None:
         stream = False

@@ -23,6 +23,8 @@ class Denial:
     tenant_id: str
     headers: dict[str, str]
     """The refusal's x-ratelimit-* headers: the buckets stay as reported until refill_at_s."""
+    requests_limit: int
+    """The request bucket's limit (the tighter of the key's and the tenant's rpm), for the refusal's message."""
 
 
 class DeniedKeys:
@@ -39,12 +41,14 @@ class DeniedKeys:
             return None
         return denial
 
-    def deny(self, digest: str, tenant_id: str, retry_after_s: float, headers: dict[str, str]) -> None:
+    def deny(
+        self, digest: str, tenant_id: str, retry_after_s: float, headers: dict[str, str], requests_limit: int
+    ) -> None:
         if len(self._by_digest) >= MAX_DENIED_KEYS:  # keys that never come back would pile up
             self._by_digest.clear()
         now_s = time.monotonic()
         self._by_digest[digest] = Denial(
-            now_s + min(retry_after_s, PRECHECK_MAX_S), now_s + retry_after_s, tenant_id, headers
+            now_s + min(retry_after_s, PRECHECK_MAX_S), now_s + retry_after_s, tenant_id, headers, requests_limit
         )
 
     def forget_tenant(self, tenant_id: str) -> None:

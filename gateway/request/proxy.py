@@ -76,6 +76,15 @@ class CompletionsEndpoint:
             error = ApiError(405, f"Use POST for {self._path}.", code="method_not_allowed")
             await send_error(send, error, [(REQUEST_ID, shown_request_id)])
             return
+        encoding = header(scope, b"content-encoding")
+        if encoding is not None and encoding.strip().lower() != b"identity":  # read as JSON, gzip is "not valid JSON"
+            error = ApiError(
+                415,
+                f"Content-Encoding {encoding.decode('latin-1')!r} is not supported: send the JSON body uncompressed.",
+                code="unsupported_content_encoding",
+            )
+            await send_error(send, error, [(REQUEST_ID, shown_request_id)])
+            return
         ctx = RequestContext(self._kind, request_id, shown_request_id, received_s, header(scope, b"traceparent"))
         attempt = UpstreamAttempt(p.links, _UPSTREAM_PATHS[self._kind])
         async with Reservation(p.settlement, ctx, attempt):

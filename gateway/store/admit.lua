@@ -25,7 +25,11 @@ if tenant[8] ~= '' and not string.find(',' .. tenant[8] .. ',', ',' .. ARGV[1] .
 end
 local prompt = tonumber(ARGV[2])
 local reserve = tonumber(ARGV[3])
-if reserve < 0 then reserve = tonumber(tenant[7]) end
+if reserve < 0 then  -- no max_tokens: the default, at most one minute's output_tpm (Tenant.default_reservation)
+  reserve = tonumber(tenant[7])
+  local output_tpm = tonumber(tenant[3])
+  if output_tpm and output_tpm > 0 and output_tpm < reserve then reserve = output_tpm end
+end
 reserve = reserve * tonumber(ARGV[6])
 
 -- UTC civil date from days since the epoch (H. Hinnant's algorithm): budget periods follow Redis' clock too.

@@ -54,7 +54,7 @@ class MemoryStore:
             return Admission(base.UNAUTHORIZED)
         if not tenant.allows(request.model):
             return Admission(base.MODEL_NOT_ALLOWED, tenant_gen=tenant.gen)
-        reserve = request.reserved_out(tenant.default_max_tokens)
+        reserve = request.reserved_out(tenant.default_reservation)
         day, month, to_next_day_ms, to_next_month_ms = periods(now)
         denied = Admission("", tenant_gen=tenant.gen, reserved_out=reserve, day=day, month=month)
         cost = denied.reserved_cost_micro_usd = request.reserved_cost_micro_usd
@@ -170,8 +170,16 @@ class MemoryStore:
     async def delete_tenant(self, tenant_id: str) -> bool:
         if self._tenants.pop(tenant_id, None) is None:
             return False
-        for digest in [d for d, k in self._keys.items() if k.tenant_id == tenant_id]:
+        # Everything scoped to the tenant goes, as the Redis store's delete of its key prefix does: a tenant created
+        # again under the same id is a new one, with full buckets and no usage.
+        digests = {d for d, k in self._keys.items() if k.tenant_id == tenant_id}
+        for digest in digests:
             del self._keys[digest]
+        scopes = digests | {tenant_id}
+        for scope_and_name in [b for b in self._buckets if b[0] in scopes]:
+            del self._buckets[scope_and_name]
+        for tenant_and_day in [u for u in self._usage if u[0] == tenant_id]:
+            del self._usage[tenant_and_day]
         self._inflight.pop(tenant_id, None)
         self._spent.pop(tenant_id, None)
         return True

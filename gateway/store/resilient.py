@@ -439,7 +439,7 @@ def _void_settlement(request: AdmitRequest, tenant: Tenant) -> Settlement:
         request.model,
         request.request_id,
         request.prompt_tokens,
-        request.reserved_out(tenant.default_max_tokens),
+        request.reserved_out(tenant.default_reservation),
         0,
         0,
         day,

@@ -14,7 +14,8 @@
 Stateless: what needs a stored response or conversation (previous_response_id, conversation, item references,
 background) is refused with the parameter named, as are hosted tools and non-text inputs, which no replica serves.
 Fields OpenAI clients send that change nothing here (store, metadata, include, truncation, reasoning, ...) are
-accepted and ignored.
+accepted and ignored; a field the Responses API does not have is refused, as on the other endpoints, so that a typo or
+another API's parameter ("guided_choice") is not silently dropped.
 """
 
 from __future__ import annotations
@@ -26,6 +27,14 @@ JsonObject = dict[str, Any]
 _PASSED_THROUGH = ("model", "temperature", "top_p", "parallel_tool_calls", "user", "seed")
 """Fields with the same name and meaning in both APIs (`seed` is an extension, as in vLLM)."""
 _STATEFUL = ("previous_response_id", "conversation", "prompt")
+_ACCEPTED_IGNORED = (
+    "store", "metadata", "include", "truncation", "reasoning", "service_tier", "prompt_cache_key",
+    "safety_identifier", "max_tool_calls", "stream_options",
+)  # fmt: skip
+_KNOWN = frozenset(
+    (*_PASSED_THROUGH, *_STATEFUL, *_ACCEPTED_IGNORED, "input", "instructions", "max_output_tokens", "tools",
+     "tool_choice", "text", "stream", "background", "top_logprobs")
+)  # fmt: skip
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
 
@@ -41,6 +50,9 @@ class ResponsesRequestError(ValueError):
 
 def to_chat(body: JsonObject) -> JsonObject:
     """The chat completions body for a Responses API request body; raises ResponsesRequestError."""
+    unknown = next((name for name in body if name not in _KNOWN), None)
+    if unknown is not None:
+        raise ResponsesRequestError(f"Unrecognized request argument supplied: {unknown}", unknown)
     _refuse_stateful(body)
     chat: JsonObject = {key: body[key] for key in _PASSED_THROUGH if body.get(key) is not None}
     chat["messages"] = _messages(body.get("input"), body.get("instructions"))

@@ -202,3 +202,13 @@ def test_tool_fields_in_the_wrong_message_are_400s(message, param):
     with pytest.raises(InvalidRequestError) as info:
         parse_chat({"messages": [message]})
     assert info.value.param == param
+
+
+def test_a_tool_without_its_function_names_it():
+    """Was "Missing required parameter: 'tools'" for a tool that lacks only its function."""
+    from engine.server.errors import InvalidRequestError
+    from engine.server.protocol import parse_chat
+
+    with pytest.raises(InvalidRequestError) as info:
+        parse_chat({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})
+    assert info.value.param == "tools[0].function" and "'tools[0].function'" in str(info.value)

@@ -132,7 +132,18 @@ def test_admin_auth(pair):
     )
 
 
-@pytest.mark.parametrize("body", [{"ttl_s": 1e400}, {"ttl_s": 0}, {"expires_at": 1e300}, {"rpm": 2**60}])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"ttl_s": 1e400},
+        {"ttl_s": 0},
+        {"expires_at": 1e300},
+        {"rpm": 2**60},
+        {"expires_at": 1},  # already expired
+        {"expires_at": 9_999_999_999, "ttl_s": 5},  # which one?
+        {"name": "n" * 100_000},
+    ],
+)
 def test_key_validation(pair, body):
     _, _, admin = pair
     tenant = admin.tenant()

@@ -3,6 +3,7 @@ headers, streaming pass-through, usage handling, and settlement whatever ends th
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import httpx
@@ -129,6 +130,15 @@ def test_without_max_tokens_the_reservation_is_also_the_cap(gateway, fake):
     assert fake.received[-1]["max_tokens"] == 3 and long_prompt.usage.completion_tokens == 3
 
 
+def test_without_max_tokens_a_small_output_tpm_caps_the_default(gateway, fake):
+    """With output_tpm below default_max_tokens, a request without max_tokens reserves and asks for output_tpm:
+    before, every such request was refused as larger than the limit."""
+    admin = gateway.admin
+    key = admin.key(admin.tenant(output_tpm=5))
+    answer = client(gateway, key).chat.completions.create(model="tiny", messages=CHAT)
+    assert fake.received[-1]["max_tokens"] == 5 and answer.usage.completion_tokens == 5
+
+
 def test_x_request_id_is_echoed_or_generated_on_every_answer(gateway, fake):
     admin = gateway.admin
     key = admin.key(admin.tenant(rpm=1))
@@ -193,8 +203,9 @@ def test_429_rate_limit_body_and_headers(gateway):
     error = assert_openai_error(response, 429, "rate_limit_exceeded")
     assert error["type"] == "requests"
     assert int(response.headers["retry-after"]) >= 1
+    assert "limit 2." in error["message"]
     again = post(gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 1})  # the local pre-check
-    assert_openai_error(again, 429, "rate_limit_exceeded")
+    assert "limit 2." in assert_openai_error(again, 429, "rate_limit_exceeded")["message"]
     assert again.headers["x-ratelimit-remaining-requests"] == "0" and "retry-after" in again.headers
     with pytest.raises(openai.RateLimitError):
         client(gateway, key).chat.completions.create(model="tiny", messages=CHAT)
@@ -320,6 +331,18 @@ def test_bodies_python_cannot_carry_are_400(local_gateway, raw, fragment):
     key = admin.key(admin.tenant())
     error = assert_openai_error(post(local_gateway, key, raw), 400)
     assert fragment in error["message"]
+
+
+def test_a_compressed_body_is_415_and_a_non_string_cache_salt_400(local_gateway):
+    """A gzip body was "not valid JSON: 'utf-8' codec can't decode byte 0x8b"; a cache_salt of 5 was dropped."""
+    admin = local_gateway.admin
+    key = admin.key(admin.tenant())
+    body = json.dumps({"model": "tiny", "messages": CHAT, "max_tokens": 1}).encode()
+    zipped = post(local_gateway, key, gzip.compress(body), headers={"content-encoding": "gzip"})
+    assert "uncompressed" in assert_openai_error(zipped, 415, "unsupported_content_encoding")["message"]
+    assert post(local_gateway, key, body, headers={"content-encoding": "identity"}).status_code == 200
+    salted = post(local_gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 1, "cache_salt": 5})
+    assert assert_openai_error(salted, 400)["param"] == "cache_salt"
 
 
 def test_escaped_surrogate_pairs_pass(local_gateway, fake):

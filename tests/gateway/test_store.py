@@ -128,6 +128,13 @@ async def test_default_reservation_is_the_tenants(h):
     assert a.buckets["output_tokens"].remaining == 877
 
 
+async def test_the_default_reservation_is_never_more_than_a_minute_of_output(h):
+    """A default above output_tpm could never be admitted: every request without max_tokens would be too large."""
+    t, k = await h.tenant(output_tpm=50, default_max_tokens=256)
+    a = await h.admit(t, k, max_tokens=None)
+    assert a.ok and a.reserved_out == 50 == Tenant(id=t, output_tpm=50).default_reservation
+
+
 async def test_reservation_covers_every_completion(h):
     """n choices of each of several prompts: max_tokens (given or the default) is reserved for every one of them."""
     t, k = await h.tenant(output_tpm=1000, default_max_tokens=50)
@@ -310,6 +317,19 @@ async def test_usage_per_model_and_key(h):
     assert (day["requests"], day["input_tokens"], day["output_tokens"]) == (1, 7, 5)
     assert day["model:m:output_tokens"] == 5
     assert day[f"key:{key_id_of(k)}:input_tokens"] == 7
+
+
+async def test_a_tenant_created_again_after_delete_is_a_new_one(h):
+    """Deleting a tenant takes its buckets (its own and its keys') and its usage with it."""
+    t, k = await h.tenant(rpm=1)
+    a = await h.admit(t, k)
+    await h.settle(t, k, a, actual_in=10, actual_out=3)
+    assert (await h.admit(t, k)).reason == base.REQUESTS
+    assert await h.store.delete_tenant(t)
+    await h.store.put_tenant(Tenant(id=t, rpm=1))
+    await h.store.put_key(ApiKey(key_id_of(k), t, k))
+    assert (await h.admit(t, k)).ok
+    assert await h.store.usage(t, [a.day]) == {}
 
 
 async def test_redis_clock_not_the_gateways(monkeypatch, clean_redis):

@@ -143,6 +143,32 @@ def test_sse_stream_redacts_per_choice(hooks):
     assert b'"total_tokens": 9' in out and out.endswith(b"data: [DONE]\n\n")
 
 
+@pytest.mark.parametrize("route_kind", ["chat", "completions"])
+def test_held_back_text_sends_no_empty_chunks(hooks, route_kind):
+    """While the redactor holds text back, the chunk that carried it would say nothing: it is not sent. A chunk with
+    a role, or the last one (finish_reason), still is."""
+    transformer = hooks.output_transformer(tenant("redact"), route_kind, {})
+    chunks = _chat_chunks("mail li.chen@example.com", size=1)
+    chunks.insert(0, {"id": "c1", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+    if route_kind == "completions":
+        chunks = [
+            {"id": "c1", "choices": [{"index": 0, "text": c["choices"][0]["delta"].get("content", ""),
+                                     "finish_reason": c["choices"][0].get("finish_reason")}]}
+            for c in chunks[1:]
+        ]  # fmt: skip
+    field = ("delta", "content") if route_kind == "chat" else ("text",)
+    out = b"".join(transformer.feed(e) for e in _sse(chunks)) + transformer.flush()
+    events = [e for e in out.split(b"\n\n") if e.startswith(b"data: {")]
+    texts = [
+        json.loads(e[6:])["choices"][0].get(field[0], {}).get(field[1]) if route_kind == "chat" else
+        json.loads(e[6:])["choices"][0]["text"]
+        for e in events
+    ]  # fmt: skip
+    assert _content(out, field) == {0: "mail <EMAIL_ADDRESS>"}
+    empty_content = [t for e, t in zip(events, texts, strict=True) if t == "" and b'"role"' not in e]
+    assert empty_content == [] and len(events) < len(chunks)
+
+
 async def test_non_streamed_tool_call_arguments_are_redacted(hooks):
     arguments = json.dumps({"to": "li.chen@example.com", "note": "call +44 20 7946 0958"})
     call = {"id": "call_1", "type": "function", "function": {"name": "send_mail", "arguments": arguments}}

@@ -43,7 +43,11 @@ def _assert_openai_error(response: httpx.Response, status: int) -> dict:
         (COMPLETIONS, b"[" * 50_000 + b"]" * 50_000, None),
         (CHAT, b'{"messages": []}', "messages"),
         (CHAT, b'{"messages": [{"role": "user", "content": 5}]}', "messages[0].content"),
-        (CHAT, b'{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}', "tools"),
+        (
+            CHAT,
+            b'{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}',
+            "tools[0].function",
+        ),
         (CHAT, b'"just a string"', None),
         (COMPLETIONS, b'{"prompt": "x", "temperature": 1e39}', "temperature"),
         (COMPLETIONS, b'{"prompt": "x", "stop": ["' + b"s" * 5000 + b'"]}', "stop"),
