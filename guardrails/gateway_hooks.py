@@ -240,7 +240,7 @@ class SseRedactor:
         if isinstance(logprobs, dict) and any(logprobs.get(k) for k in ("content", "tokens")):
             return False
         if self.route_kind != CHAT:
-            return set(choice) <= {"index", "text", "logprobs", "finish_reason", "stop_reason"}
+            return set(choice) <= _QUIET_COMPLETION_CHOICE_KEYS
         delta = choice.get("delta")
         return isinstance(delta, dict) and set(delta) <= {"content"} and set(choice) <= _QUIET_CHAT_CHOICE_KEYS
 
@@ -344,7 +344,9 @@ class SseRedactor:
         return b"".join(events)
 
 
+# A choice with only these keys (and empty text) says nothing a client needs.
 _QUIET_CHAT_CHOICE_KEYS = frozenset({"index", "delta", "logprobs", "finish_reason", "stop_reason"})
+_QUIET_COMPLETION_CHOICE_KEYS = frozenset({"index", "text", "logprobs", "finish_reason", "stop_reason"})
 
 
 def _arguments_delta(call_index: int, arguments: str) -> dict:
