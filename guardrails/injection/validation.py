@@ -81,7 +81,7 @@ def pick_threshold(
     Our generated benign rows are left out of the pooled rate: they are written to be told apart, and hundreds of
     easy rows in the denominator would let the threshold drop without any public prompt scoring better."""
     benign = np.array([s.label == 0 and not s.source.startswith(SYNTHETIC_PREFIX) for s in samples])
-    trigger = benign & np.array([s.source in TRIGGER_WORD_SOURCES for s in samples])
+    trigger = np.array([s.label == 0 and s.source in TRIGGER_WORD_SOURCES for s in samples])
     extra = np.zeros(len(samples), bool) if also_flagged is None else also_flagged
     for threshold in np.round(np.arange(0.05, 1.0, 0.005), 3):
         flagged = (probabilities >= threshold) | extra

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from guardrails.injection import dataset, model, train
+from guardrails.injection import dataset, model, train, validation
 from guardrails.injection.features import NUM_BUCKETS, featurize
 from guardrails.injection.logistic import FitConfig, design_matrix, fit
 
@@ -97,3 +97,17 @@ def test_no_shared_data_is_read():
     for path in [*package.glob("*.py"), Path(__file__).with_name("test_injection.py")]:
         if path.name != "import_data.py":
             assert '"shared"' not in path.read_text(), path
+
+
+def test_the_threshold_keeps_our_trigger_word_prompts_within_the_rate_too():
+    """Our generated benign prompts with trigger words stay out of the pooled public rate, but not out of the
+    trigger-word rate: a threshold that flags 10% of them is too low, however clean the public rows are."""
+    from guardrails.injection.dataset import Sample
+
+    public = [Sample(f"q{i}", 0, "benign_xquad_questions", "en") for i in range(100)]
+    ours = [Sample(f"h{i}", 0, "synthetic_hard_negatives", "en") for i in range(100)]
+    attacks = [Sample(f"a{i}", 1, "attack_x", "en") for i in range(10)]
+    samples = public + ours + attacks
+    # public benign rows score 0.1; ten of ours 0.6, the rest 0.1; attacks 0.9
+    scores = np.array([0.1] * 100 + [0.6] * 10 + [0.1] * 90 + [0.9] * 10)
+    assert validation.pick_threshold(samples, scores) > 0.6
