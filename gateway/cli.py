@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         access_log=False,
         proxy_headers=False,
         server_header=False,
-        timeout_graceful_shutdown=10,
+        timeout_graceful_shutdown=config.drain_timeout_s,
     )
     if args.workers > 1:
         if config.redis.url is None:

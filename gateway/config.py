@@ -199,6 +199,8 @@ class ModelConfig(Schema):
     def _folder(cls, tokenizer: str | None) -> str | None:
         if tokenizer is not None and not Path(tokenizer).is_dir():
             raise ValueError(f"{tokenizer!r} is not a folder (want the model's HF folder)")
+        if tokenizer is not None and not (Path(tokenizer) / "tokenizer.json").is_file():  # else a start-up traceback
+            raise ValueError(f"{tokenizer!r} has no tokenizer.json (want a fast, Rust tokenizer's folder)")
         return tokenizer
 
     def routing_view(self) -> dict[str, Any]:
@@ -330,6 +332,9 @@ class GatewayConfig(Schema):
     admission_overlap: bool = True
     """Send a request upstream while its admission script runs when the key has ample headroom
     (gateway/request/overlap.py); False: always admit first."""
+    drain_timeout_s: Annotated[int, Field(ge=1, le=3600)] = 30
+    """On SIGTERM or SIGINT: stop accepting connections and let requests in flight finish this long; a stream still
+    open then ends with a 503 error event (the engine's --drain-timeout-s, whose default this is)."""
     access_log: bool = True
     """One JSON line per completion request on stdout (logger `sluicegate.access`, gateway/access_log.py): who, which
     model and replica, status, tokens, timings, never the text. False: none."""

@@ -126,12 +126,16 @@ class Gateway:
 
     async def close(self) -> None:
         await self.discovery.close()  # first: no look-up outlives the gateway however long settlements take
+        cut = list(self.endpoint_parts.open_requests)
+        if cut:  # cancelled by the server at the end of its drain: they end their answers and hand over settlements
+            await asyncio.wait(cut, timeout=SHUTDOWN_SETTLE_TIMEOUT_S)
         if self._tasks:  # settlements in flight: let them land
             await asyncio.wait(list(self._tasks), timeout=SHUTDOWN_SETTLE_TIMEOUT_S)
         await self.router.close()
         await self.upstreams.close()
         await self.store.close()
         self.metrics.close()
+        await asyncio.to_thread(json_logs.flush)  # the settlements' access-log lines, before a signal ends us
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.config import ROUTING_KEYS
 from gateway.routing.base import NoHealthyReplicaError, Role, Route, RouteRequest
 
 
@@ -47,9 +48,16 @@ class RoundRobinRouter:
 
 
 def build_router(routing_models: dict[str, Any], *, metrics_registry: object = None) -> RoundRobinRouter:
-    """The factory signature config.py documents; routing knobs other than `replicas` do not apply here. A replica
-    of role `decode` serves whole requests here like any other; a `prefill` one is refused (ValueError)."""
+    """The factory signature config.py documents; routing knobs other than `replicas` do not apply here, so a model
+    that sets them is refused (ValueError) rather than served without them, typos included. A replica of role
+    `decode` serves whole requests here like any other; a `prefill` one is refused too."""
     for model, spec in routing_models.items():
+        knobs = [key for key in ROUTING_KEYS if spec.get(key) is not None]
+        if knobs:
+            raise ValueError(
+                f"models.{model}.{knobs[0]}: the round-robin router has no {knobs[0]} settings; they are the prefix "
+                "router's: router: gateway.routing.factory:build_router"
+            )
         for i, replica in enumerate(spec["replicas"]):
             if replica.get("role") == Role.PREFILL:
                 raise ValueError(

@@ -28,7 +28,7 @@ BATCH_WINDOW_S = 0.05
 of its CPU per request (`sluicegate bench gateway`); a line reaches stdout at most this much later."""
 
 _lock = threading.Lock()
-_queue: queue.SimpleQueue[str | logging.LogRecord | None] = queue.SimpleQueue()
+_queue: queue.SimpleQueue[str | logging.LogRecord | threading.Event | None] = queue.SimpleQueue()
 _writer: threading.Thread | None = None
 _handlers: dict[str, QueueHandler] = {}
 """Logger name -> the handler `to_stdout` gave it."""
@@ -84,7 +84,9 @@ def _drain() -> None:
         while not _queue.empty() and items[-1] is not None:
             items.append(_queue.get_nowait())
         text = "".join(
-            (item if isinstance(item, str) else item.getMessage()) + "\n" for item in items if item is not None
+            (item if isinstance(item, str) else item.getMessage()) + "\n"
+            for item in items
+            if isinstance(item, (str, logging.LogRecord))
         )
         # The process's own stdout, not whatever sys.stdout is at the moment: code that swaps sys.stdout to capture
         # its own output (a CLI run in-process, a test) must not find the gateway's log lines in it.
@@ -95,8 +97,21 @@ def _drain() -> None:
                 stdout.flush()
         except (OSError, ValueError):  # stdout closed or gone: the lines are lost, the process goes on
             pass
+        for item in items:
+            if isinstance(item, threading.Event):  # flush(): every line queued before it is written
+                item.set()
         if items[-1] is None:
             return
+
+
+def flush(timeout_s: float = WRITER_JOIN_TIMEOUT_S) -> None:
+    """Wait until every line queued so far is on stdout. A process ended by a signal loses what atexit would have
+    written (uvicorn re-raises the SIGTERM it handled once the server has shut down), so a server flushes first."""
+    if _writer is None:
+        return
+    written = threading.Event()
+    _queue.put_nowait(written)
+    written.wait(timeout_s)
 
 
 def _stop() -> None:

@@ -192,6 +192,7 @@ def write_gateway_files(
     config = {
         "host": host,
         "port": port,
+        "drain_timeout_s": 10,  # Ctrl-C: within STOP_TIMEOUT_S, before `up` kills what still runs
         "tenants_seed": str(seed_path),
         "redis": {"url_env": "REDIS_URL"},
         "router": "gateway.routing.factory:build_router",  # prefix-affinity routing on the replicas' KV events
@@ -422,7 +423,8 @@ def banner(stack: Stack, state_dir: Path, disagg: bool = False) -> str:
     labels = [f"{role} {url}" for role, url in zip(replica_roles(True), urls)] if disagg else urls
     replicas = ", ".join(labels)
     body = json.dumps({"model": MODEL_NAME, "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 32})
-    admin = stack.admin_token if stack.admin_token_made else "(SLUICEGATE_ADMIN_TOKEN)"
+    # A token from the environment is not printed: the command reads it from there, as pasted into a shell.
+    admin = stack.admin_token if stack.admin_token_made else '"$SLUICEGATE_ADMIN_TOKEN"'
     others = foreign_keys(stack.gateway_url, stack.admin_token, stack.api_key)
     # A shared Redis may hold the tenant from elsewhere: say so rather than mix in silently.
     note = f"\n  note      tenant {DEMO_TENANT} also holds keys not made here: {', '.join(others)}" if others else ""

@@ -216,3 +216,23 @@ def test_disagg_prefills_on_one_replica_and_decodes_on_the_other(stack, tmp_path
     finally:
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=60) == 0
+
+
+def test_the_banners_admin_command_runs_in_a_shell(monkeypatch, tmp_path):
+    """With the token taken from SLUICEGATE_ADMIN_TOKEN the banner printed `--token (SLUICEGATE_ADMIN_TOKEN)`, which
+    bash refuses ("syntax error near unexpected token '('"); it names the variable for the shell to expand."""
+    from sluicegate import up
+
+    monkeypatch.setattr(up, "foreign_keys", lambda *args: [])
+    stack = up.Stack(gateway_url="http://127.0.0.1:8000", api_key="sk-x", admin_token="secret", admin_token_made=False)
+    line = next(x for x in up.banner(stack, tmp_path).splitlines() if "sluicegate admin" in x)
+    command = line[line.index("sluicegate admin") :]
+    assert "secret" not in command
+    shown = subprocess.run(
+        ["bash", "-c", f'set -- {command}; echo "$6"'],
+        env={"SLUICEGATE_ADMIN_TOKEN": "from-env", "PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert shown.stdout.strip() == "from-env"

@@ -145,7 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=server_config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from engine.llm_engine import LLMEngine
 
-    llm_engine = LLMEngine(engine_config)
+    try:
+        llm_engine = LLMEngine(engine_config)
+    except FileNotFoundError as exc:  # the model folder or a file in it: a bad setting, not a crash
+        print(f"sluicegate engine: {exc}", file=sys.stderr)
+        return 2
     # OTLP export when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set; tracing stays off otherwise.
     tracing.configure_tracing(tracing.TracingConfig("sluicegate-engine"))
     logger.info("serving %s on http://%s:%d", llm_engine.model_name, server_config.host, server_config.port)
@@ -215,7 +219,10 @@ def _read_yaml(path: str) -> dict:
     import yaml
 
     with open(path, encoding="utf-8") as fh:
-        data = yaml.safe_load(fh) or {}
+        try:
+            data = yaml.safe_load(fh) or {}
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{path} is not valid YAML: {exc}") from None
     if not isinstance(data, dict) or set(data) - {"engine", "server"}:
         raise ValueError(f"{path}: expected top-level 'engine:' and 'server:' sections only")
     return data

@@ -74,6 +74,8 @@ class UpstreamAttempt:
         """The replica last sent to, kept after `release` (the access log names it)."""
         self.prefill_replica: str | None = None
         """The prefill replica whose handoff the answering replica got (debug headers); None when it got none."""
+        self._prefill_cached_tokens = 0
+        """What the prefill replica served from its own prefix cache (Handoff.cached_tokens)."""
         self.first_token_s = 0.0
         """perf_counter() when the replica's first token arrived; 0.0 until then."""
         self.response: aiohttp.ClientResponse | None = None
@@ -188,7 +190,10 @@ class UpstreamAttempt:
             else:
                 if response.status < 400:
                     self.response, self.accepted = response, True
-                    if not handing_off:
+                    if handing_off:  # what it reports cached includes the handoff: settlement bills the prefill's
+                        ctx.delivery.handed_over_tokens = request.handed_over_tokens
+                        ctx.delivery.prefill_cached_tokens = self._prefill_cached_tokens
+                    else:
                         self.prefill_replica = None
                     return
                 last_error = await _upstream_error(response)
@@ -233,6 +238,7 @@ class UpstreamAttempt:
         if handoff.kv_transfer_params is None:
             return None
         request.handed_over_tokens = handed_over_tokens(handoff.kv_transfer_params)
+        self._prefill_cached_tokens = handoff.cached_tokens
         return with_handoff(body, handoff.kv_transfer_params)
 
     def _drop_route(self, route: Route) -> None:

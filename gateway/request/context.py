@@ -69,6 +69,11 @@ class Delivery:
     completion_text: str | None = None
     """A JSON answer's text, kept only when its usage has no completion count."""
     client_gone: bool = False
+    handed_over_tokens: int = 0
+    """Prompt tokens whose KV a prefill replica computed and handed to the answering decode replica, which reports
+    them as cached; 0 without a handoff."""
+    prefill_cached_tokens: int = 0
+    """Of the prompt, what the prefill replica served from its own prefix cache (Handoff.cached_tokens)."""
 
 
 @dataclass

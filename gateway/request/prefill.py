@@ -51,6 +51,9 @@ class Handoff:
     """The prefill replica that answered."""
     kv_transfer_params: dict[str, Any] | None
     """Its answer's kv_transfer_params, for the decode hop unchanged; None: nothing to hand over."""
+    cached_tokens: int = 0
+    """The prompt tokens it served from its own prefix cache (its usage's prompt_tokens_details.cached_tokens): what
+    was not computed anywhere, so what the request is billed as cached (settlement.py, billed_cached_tokens)."""
 
 
 class _HopFailed(Exception):
@@ -108,16 +111,18 @@ class PrefillHop:
         """One prefill replica's try, its route released whatever happens."""
         outcome = Outcome.CLIENT_DISCONNECT  # kept only when cancelled: the request went away, the replica did no wrong
         try:
-            params = await self._send(route, path, body, headers)
+            params, cached_tokens = await self._send(route, path, body, headers)
             outcome = Outcome.OK
         except _HopFailed as failed:
             outcome = failed.outcome
             return failed
         finally:
             self._router.release(route, outcome)
-        return Handoff(route.replica, params)
+        return Handoff(route.replica, params, cached_tokens)
 
-    async def _send(self, route: Route, path: str, body: bytes, headers: dict[str, str]) -> dict[str, Any] | None:
+    async def _send(
+        self, route: Route, path: str, body: bytes, headers: dict[str, str]
+    ) -> tuple[dict[str, Any] | None, int]:
         session = self._pool.session(route.url)
         try:
             try:
@@ -149,10 +154,18 @@ class PrefillHop:
             raise _HopFailed("malformed", Outcome.ERROR_BEFORE_FIRST_BYTE) from None
         params = answer.get(KV_TRANSFER_PARAMS, False) if isinstance(answer, dict) else False
         if params is None or isinstance(params, dict):
-            return params
+            return params, _cached_tokens(answer)
         raise _HopFailed("malformed", Outcome.ERROR_BEFORE_FIRST_BYTE)  # not a prefill replica's answer
 
     def _count(self, model: str, started_s: float, outcome: HopOutcome, reason: str) -> None:
         metrics = self._metrics
         metrics.child(metrics.prefill_seconds, model).observe(time.perf_counter() - started_s)
         metrics.child(metrics.prefill_hops, model, outcome, reason).inc()
+
+
+def _cached_tokens(answer: dict[str, Any]) -> int:
+    """usage.prompt_tokens_details.cached_tokens of the prefill replica's answer; 0 when absent or not a count."""
+    usage = answer.get("usage")
+    details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return cached if isinstance(cached, int) and not isinstance(cached, bool) and cached > 0 else 0

@@ -16,12 +16,13 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 from starlette.types import Receive, Scope, Send
 
 from gateway.asgi import JSON, ClientGone, header, send_bytes, send_error
-from gateway.errors import ApiError, upstream_failed, upstream_timeout
+from gateway.errors import ApiError, retry_after, upstream_failed, upstream_timeout
 from gateway.metrics import GatewayMetrics
 from gateway.request.admission import AdmissionControl
 from gateway.request.attempt import UpstreamAttempt, UpstreamLinks
@@ -59,6 +60,9 @@ class EndpointParts:
     next_request_id: Callable[[], str]
     refusals: RefusalLog = field(default_factory=RefusalLog)
     """The last refusals, for the admin console (refusals.py)."""
+    open_requests: set[asyncio.Task[Any]] = field(default_factory=set)
+    """The completion requests being served: at shutdown the runtime waits for those the server cancelled to end
+    their answer and hand over their settlement (runtime.close)."""
 
 
 class CompletionsEndpoint:
@@ -87,6 +91,18 @@ class CompletionsEndpoint:
             return
         ctx = RequestContext(self._kind, request_id, shown_request_id, received_s, header(scope, b"traceparent"))
         attempt = UpstreamAttempt(p.links, _UPSTREAM_PATHS[self._kind])
+        task = asyncio.current_task()
+        assert task is not None  # ASGI servers call us inside a task
+        p.open_requests.add(task)
+        try:
+            await self._serve(ctx, attempt, scope, receive, send)
+        finally:
+            p.open_requests.discard(task)
+
+    async def _serve(
+        self, ctx: RequestContext, attempt: UpstreamAttempt, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        p = self._parts
         async with Reservation(p.settlement, ctx, attempt):
             try:
                 await p.admission.prepare(ctx, header(scope, b"authorization"), receive)
@@ -132,14 +148,28 @@ class CompletionsEndpoint:
             delivery.status, delivery.error_code = error.status, error.code or error.type
             await send_error(send, error, ctx.headers)
         except asyncio.CancelledError:
-            if not delivery.client_gone:
-                raise
-            attempt.outcome, delivery.status = Outcome.CLIENT_DISCONNECT, 499
+            if delivery.client_gone:
+                attempt.outcome, delivery.status = Outcome.CLIENT_DISCONNECT, 499
+            else:  # the server's drain timed out (gateway.drain_timeout_s): end the answer in a way clients read
+                await self._cut_by_shutdown(ctx, attempt, send)
         except OSError:  # servers other than uvicorn raise on a send to a client that has gone
             attempt.outcome, delivery.status = Outcome.CLIENT_DISCONNECT, 499
         finally:
             watcher.cancel()
             await attempt.stop_opening()  # the client left while it was still opening
+
+    async def _cut_by_shutdown(self, ctx: RequestContext, attempt: UpstreamAttempt, send: Send) -> None:
+        """A stream under way ends with an error event, an answer not yet started is a 503: the client learns why
+        (not a connection closed mid-chunk), and the request is logged and settled like any other that failed."""
+        message = "The gateway is shutting down and its drain time is over; retry the request."
+        if ctx.delivery.status == 200 and ctx.parsed.stream:  # the SSE head was sent
+            attempt.outcome = Outcome.ERROR_MID_STREAM
+            tail = error_event(message, "service_unavailable")
+            await send({"type": "http.response.body", "body": tail, "more_body": False})
+            return
+        error = ApiError(503, message, code="service_unavailable", headers=retry_after(1.0))
+        ctx.delivery.status, ctx.delivery.error_code = error.status, error.code
+        await send_error(send, error, ctx.headers)
 
     async def _relay_json(self, ctx: RequestContext, attempt: UpstreamAttempt, send: Send) -> None:
         response, delivery, metrics = attempt.response, ctx.delivery, self._parts.metrics

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from gateway.access_log import AccessLog, Ending
 from gateway.metrics import GatewayMetrics
 from gateway.request.attempt import UpstreamAttempt
-from gateway.request.context import RequestContext, RequestPhase
+from gateway.request.context import Delivery, RequestContext, RequestPhase
 from gateway.request.tokenizer import PromptTokenizer, estimate_tokens
 from gateway.store.base import Admission, Settlement
 from gateway.store.spend import cost_micro_usd
@@ -93,7 +93,7 @@ class Reservation:
             reported_in, reported_out = _tokens(usage.get("prompt_tokens")), _tokens(usage.get("completion_tokens"))
             actual_in = ctx.prompt.prompt_tokens if reported_in is None else reported_in
             actual_out = self._count_delivered(ctx) if reported_out is None else reported_out
-            cached_in = min(actual_in, _cached_tokens(usage))
+            cached_in = min(actual_in, billed_cached_tokens(_cached_tokens(usage), delivery))
         elif accepted:  # the client left before any of the answer arrived: the prompt was still taken in
             actual_in = ctx.prompt.prompt_tokens
         settlement = Settlement(
@@ -144,6 +144,15 @@ def _cached_tokens(usage: dict[str, Any]) -> int:
     details = usage.get("prompt_tokens_details")
     cached = _tokens(details.get("cached_tokens")) if isinstance(details, dict) else None
     return cached or 0
+
+
+def billed_cached_tokens(reported: int, delivery: Delivery) -> int:
+    """The prompt tokens no replica computed. A decode replica reports the KV a prefill replica handed it as cached
+    (as vLLM's does), though the prefill replica computed it: those are billed as the prefill replica served them,
+    from its own prefix cache or not (a 3,000-token prompt seen for the first time was billed as 2,992 cached)."""
+    if delivery.handed_over_tokens <= 0:
+        return reported
+    return min(reported, delivery.prefill_cached_tokens + max(0, reported - delivery.handed_over_tokens))
 
 
 def completion_count(usage: dict[str, Any] | None) -> int | None:

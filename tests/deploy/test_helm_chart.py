@@ -17,6 +17,7 @@ import yaml
 
 from gateway.config import config_from_dict
 from gateway.routing.base import Role
+from gateway.runtime import SHUTDOWN_SETTLE_TIMEOUT_S
 
 CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "sluicegate"
 KUBE_VERSIONS = ("1.25.0", kubernetes_validate.utils.latest_version())  # Chart.yaml: kubeVersion >=1.25
@@ -185,6 +186,9 @@ def test_the_rendered_gateway_config_is_one_the_gateway_loads(scenario):
     assert {"name": "config", "mountPath": "/etc/sluicegate", "readOnly": True} in gateway["volumeMounts"]
     assert gateway["ports"] == [{"name": "http", "containerPort": config.port, "protocol": "TCP"}]
     assert config.host == "0.0.0.0" and config.router == "gateway.routing.factory:build_router"
+    # Kubernetes' SIGKILL comes after the drain and the settlements it waits for (gateway/runtime.py)
+    grace_s = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    assert grace_s > config.drain_timeout_s + SHUTDOWN_SETTLE_TIMEOUT_S
     # The admin token's variable, as the config names it, comes from a Secret; so does Redis's URL when there is one.
     env = {e["name"]: e for e in gateway["env"]}
     assert env[config.admin_token_env]["valueFrom"]["secretKeyRef"]["name"]

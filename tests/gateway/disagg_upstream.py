@@ -21,7 +21,13 @@ from starlette.responses import JSONResponse, Response
 from tests.gateway.dying_upstream import SocketUpstream, send_json
 from tests.gateway.fake_upstream import FakeUpstream
 
-PREFILL_USAGE = {"prompt_tokens": 901, "completion_tokens": 1, "total_tokens": 902}
+PREFILL_CACHED_TOKENS = 16  # of the prompt, served from the prefill replica's own prefix cache
+PREFILL_USAGE = {
+    "prompt_tokens": 901,
+    "completion_tokens": 1,
+    "total_tokens": 902,
+    "prompt_tokens_details": {"cached_tokens": PREFILL_CACHED_TOKENS},
+}
 
 HANDOFF = "handoff"
 """The contract's answer: kv_transfer_params with the blocks to pull."""

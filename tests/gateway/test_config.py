@@ -32,6 +32,9 @@ GOOD = {"models": {"tiny": {"replicas": ["http://127.0.0.1:8100"]}}}
         ({"models": {"tiny": {"replicas": ["http://a"], "block_size": "16"}}}, "models.tiny.block_size='16'"),
         ({**GOOD, "port": "8000"}, "port='8000'"),
         ({**GOOD, "redis": {"url_env": "REDIS_URL", "timeout_s": 1}}, "redis: unknown keys ['timeout_s']"),
+        # a folder without tokenizer.json was a traceback at start-up, exit 3
+        ({"models": {"tiny": {"replicas": ["http://a"], "tokenizer": "/"}}}, "has no tokenizer.json"),
+        ({**GOOD, "drain_timeout_s": 0}, "drain_timeout_s"),
     ],
 )
 def test_bad_config_names_the_field(raw, fragment):
@@ -103,6 +106,11 @@ def test_cli_refuses_a_bad_config(tmp_path, capsys):
     assert cli.main(["--config", str(bad)]) == 2
     assert "models.tiny.replicas" in capsys.readouterr().err
     assert cli.main(["--config", str(tmp_path / "missing.yaml")]) == 2
+    # settings only the prefix router has, under the default round-robin one: refused, not silently ignored
+    bad.write_text("models: {tiny: {replicas: ['http://127.0.0.1:9'], health: {intervall_s: 5}}}\n")
+    capsys.readouterr()
+    assert cli.main(["--config", str(bad)]) == 2
+    assert "models.tiny.health" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@ from tests.gateway.disagg_upstream import (
     HANDOFF,
     MISSING,
     NO_BLOCKS,
+    PREFILL_CACHED_TOKENS,
     SLOW,
     HandoffRefusingUpstream,
     PrefillUpstream,
@@ -249,6 +250,22 @@ def test_only_the_decode_hop_is_billed(pool):
     assert len(pool.prefill.handed) == 2  # both hops happened, each time
     usage = wait_until(lambda: (u := pool.admin.usage(tenant))["requests"] == 2 and u)
     assert (usage["input_tokens"], usage["output_tokens"]) == (14, 10)  # not the prefill's 901 + 1
+
+
+def test_the_handed_over_prompt_is_billed_as_the_prefill_replica_computed_it(pool):
+    """The decode replica reports the 48 handed-over tokens as cached (vLLM's does too); 16 of them came from the
+    prefill replica's own cache, the rest it computed: 16 are billed as cached, not 48."""
+    tenant = pool.admin.tenant()
+    key = pool.admin.key(tenant)
+    fake = {"tokens": 2, "prompt_tokens": 60, "cached_tokens": 48}
+    pool.client(key).chat.completions.create(model="tiny", messages=CHAT, max_tokens=2, extra_body={"fake": fake})
+    assert len(pool.prefill.handed) == 1
+    usage = wait_until(lambda: (u := pool.admin.usage(tenant))["requests"] == 1 and u)
+    assert (usage["input_tokens"], usage["cached_input_tokens"]) == (60, PREFILL_CACHED_TOKENS)
+    # served whole by the both replica (no handoff), the same report is the replica's own cache: billed as cached
+    pool.client(key).completions.create(model="tiny", prompt="hi", max_tokens=2, n=2, extra_body={"fake": fake})
+    usage = wait_until(lambda: (u := pool.admin.usage(tenant))["requests"] == 2 and u)
+    assert usage["cached_input_tokens"] == PREFILL_CACHED_TOKENS + 48
 
 
 def test_a_client_cannot_send_its_own_kv_transfer_params(pool):

@@ -43,3 +43,10 @@ def test_bad_settings_exit_2(tmp_path, capsys):
     (tmp_path / "bad.yaml").write_text("engines: {}\n")
     assert cli.main(["--config", str(tmp_path / "bad.yaml"), "--model", "/m"]) == 2
     assert cli.main(["--model", "/m", "--max-waiting-requests", "0"]) == 2
+    # a YAML syntax error and a model folder that is not there: one line naming the problem, not a traceback
+    (tmp_path / "broken.yaml").write_text("engine: [\n")
+    capsys.readouterr()
+    assert cli.main(["--config", str(tmp_path / "broken.yaml"), "--model", "/m"]) == 2
+    assert "broken.yaml is not valid YAML" in capsys.readouterr().err
+    assert cli.main(["--model", str(tmp_path / "no-such-model")]) == 2
+    assert "no-such-model" in capsys.readouterr().err
