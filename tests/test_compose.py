@@ -417,6 +417,7 @@ def test_compose_gateway_config_loads_with_the_gateways_own_loader(tmp_path, mon
     from gateway.routing.factory import build_router
 
     raw = yaml.safe_load((ROOT / "docker/gateway.yaml").read_text())
+    (tmp_path / "tokenizer.json").write_text("{}")  # the loader checks it is there; the router never reads it
     for model in raw["models"].values():
         model["tokenizer"] = str(tmp_path)  # /models/tiny inside the container
     path = tmp_path / "gateway.yaml"
