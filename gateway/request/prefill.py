@@ -25,6 +25,7 @@ from gateway.metrics import GatewayMetrics
 from gateway.request.body import KV_TRANSFER_PARAMS
 from gateway.request.context import Outcome
 from gateway.request.upstream import UpstreamPool, stale_connection
+from gateway.request.usage import cached_tokens
 from gateway.routing.base import NoHealthyReplicaError, Route, Router, RouteRequest
 
 
@@ -154,18 +155,10 @@ class PrefillHop:
             raise _HopFailed("malformed", Outcome.ERROR_BEFORE_FIRST_BYTE) from None
         params = answer.get(KV_TRANSFER_PARAMS, False) if isinstance(answer, dict) else False
         if params is None or isinstance(params, dict):
-            return params, _cached_tokens(answer)
+            return params, cached_tokens(answer.get("usage"))
         raise _HopFailed("malformed", Outcome.ERROR_BEFORE_FIRST_BYTE)  # not a prefill replica's answer
 
     def _count(self, model: str, started_s: float, outcome: HopOutcome, reason: str) -> None:
         metrics = self._metrics
         metrics.child(metrics.prefill_seconds, model).observe(time.perf_counter() - started_s)
         metrics.child(metrics.prefill_hops, model, outcome, reason).inc()
-
-
-def _cached_tokens(answer: dict[str, Any]) -> int:
-    """usage.prompt_tokens_details.cached_tokens of the prefill replica's answer; 0 when absent or not a count."""
-    usage = answer.get("usage")
-    details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    return cached if isinstance(cached, int) and not isinstance(cached, bool) and cached > 0 else 0

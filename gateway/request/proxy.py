@@ -30,9 +30,10 @@ from gateway.request.context import Outcome, RequestContext, RequestPhase
 from gateway.request.hooks import RequestHooks
 from gateway.request.parse import CHAT, COMPLETIONS, EMBEDDINGS, RESPONSES
 from gateway.request.refusals import RefusalLog
-from gateway.request.settlement import Reservation, SettlementParts, completion_count
+from gateway.request.settlement import Reservation, SettlementParts
 from gateway.request.spans import stage
 from gateway.request.stream import StreamScanner, choice_texts, error_event
+from gateway.request.usage import completion_count
 from gateway.request_ids import REQUEST_ID, client_request_id
 from sluicegate.responses import ResponseHead, ResponsesStream, response_object
 
@@ -95,12 +96,18 @@ class CompletionsEndpoint:
         assert task is not None  # ASGI servers call us inside a task
         p.open_requests.add(task)
         try:
-            await self._serve(ctx, attempt, scope, receive, send)
+            await self._serve(ctx, attempt, task, scope, receive, send)
         finally:
             p.open_requests.discard(task)
 
     async def _serve(
-        self, ctx: RequestContext, attempt: UpstreamAttempt, scope: Scope, receive: Receive, send: Send
+        self,
+        ctx: RequestContext,
+        attempt: UpstreamAttempt,
+        task: asyncio.Task[Any],
+        scope: Scope,
+        receive: Receive,
+        send: Send,
     ) -> None:
         p = self._parts
         async with Reservation(p.settlement, ctx, attempt):
@@ -114,12 +121,13 @@ class CompletionsEndpoint:
                 return
             except ClientGone:
                 return
-            await self._forward(ctx, attempt, receive, send)
+            await self._forward(ctx, attempt, task, receive, send)
 
-    async def _forward(self, ctx: RequestContext, attempt: UpstreamAttempt, receive: Receive, send: Send) -> None:
-        """Steps 6-7: wait for the replica's answer and relay it, until it ends or the client leaves."""
-        task = asyncio.current_task()
-        assert task is not None  # ASGI servers call us inside a task
+    async def _forward(
+        self, ctx: RequestContext, attempt: UpstreamAttempt, task: asyncio.Task[Any], receive: Receive, send: Send
+    ) -> None:
+        """Steps 6-7: wait for the replica's answer and relay it, until it ends or the client leaves (the watcher
+        cancels `task`, the request's own)."""
         delivery = ctx.delivery
 
         async def watch_disconnect() -> None:

@@ -28,13 +28,11 @@ from gateway.metrics import GatewayMetrics
 from gateway.request.attempt import UpstreamAttempt
 from gateway.request.context import Delivery, RequestContext, RequestPhase
 from gateway.request.tokenizer import PromptTokenizer, estimate_tokens
+from gateway.request.usage import cached_tokens, usage_tokens
 from gateway.store.base import Admission, Settlement
 from gateway.store.spend import cost_micro_usd
 
 log = logging.getLogger(__name__)
-
-MAX_USAGE_TOKENS = 2**31 - 1
-"""An upstream's usage is clamped here: no request uses more, and Redis' counters must stay integers."""
 
 
 class SettlingStore(Protocol):
@@ -90,10 +88,11 @@ class Reservation:
         usage = delivery.usage or (delivery.scanner.usage if delivery.scanner else None) or {}
         actual_in, actual_out, cached_in = 0, 0, 0
         if delivery.delivered_any:
-            reported_in, reported_out = _tokens(usage.get("prompt_tokens")), _tokens(usage.get("completion_tokens"))
+            reported_in = usage_tokens(usage.get("prompt_tokens"))
+            reported_out = usage_tokens(usage.get("completion_tokens"))
             actual_in = ctx.prompt.prompt_tokens if reported_in is None else reported_in
             actual_out = self._count_delivered(ctx) if reported_out is None else reported_out
-            cached_in = min(actual_in, billed_cached_tokens(_cached_tokens(usage), delivery))
+            cached_in = min(actual_in, billed_cached_tokens(cached_tokens(usage), delivery))
         elif accepted:  # the client left before any of the answer arrived: the prompt was still taken in
             actual_in = ctx.prompt.prompt_tokens
         settlement = Settlement(
@@ -132,20 +131,6 @@ class Reservation:
         return estimate_tokens(text) if tokenizer is None else tokenizer.count(text)
 
 
-def _tokens(value: object) -> int | None:
-    """A usage count as the store can take it; None when the upstream's is missing or not a count."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        return None
-    return min(value, MAX_USAGE_TOKENS)
-
-
-def _cached_tokens(usage: dict[str, Any]) -> int:
-    """usage.prompt_tokens_details.cached_tokens (prompt tokens served from the replica's prefix cache), else 0."""
-    details = usage.get("prompt_tokens_details")
-    cached = _tokens(details.get("cached_tokens")) if isinstance(details, dict) else None
-    return cached or 0
-
-
 def billed_cached_tokens(reported: int, delivery: Delivery) -> int:
     """The prompt tokens no replica computed. A decode replica reports the KV a prefill replica handed it as cached
     (as vLLM's does), though the prefill replica computed it: those are billed as the prefill replica served them,
@@ -153,8 +138,3 @@ def billed_cached_tokens(reported: int, delivery: Delivery) -> int:
     if delivery.handed_over_tokens <= 0:
         return reported
     return min(reported, delivery.prefill_cached_tokens + max(0, reported - delivery.handed_over_tokens))
-
-
-def completion_count(usage: dict[str, Any] | None) -> int | None:
-    """The usage's completion token count, None when it has no usable one (the answer is then counted by text)."""
-    return _tokens((usage or {}).get("completion_tokens"))

@@ -50,7 +50,7 @@ _AFTER_PRIOR = rf"(?=\s*(?:$|[.,;:!?)\]\"'“”]|and\b|then\b|instead\b|{_TARGE
 
 _VOID = r"(?:no\s+longer\s+appl(?:y|ies)|(?:is|are)\s+(?:now\s+)?(?:no\s+longer\s+valid|void|cancell?ed|revoked))\b"
 
-RULES: tuple[Rule, ...] = (
+_RULES_EN: tuple[Rule, ...] = (
     # -- instruction override
     make_rule(
         "override_previous_instructions",
@@ -652,8 +652,9 @@ RULES: tuple[Rule, ...] = (
         (":",),
         r"(?:\\n|\n)\s*(?:instructions?|system|new\s+task|anweisung)\s*:",
     ),
-) + RULES_DE_ES  # the same families phrased in German and Spanish
-RULES += RULES_FRAMES  # frames with no override verb (rules_frames.py)
+)
+# the same families phrased in German and Spanish, then the frames with no override verb (rules_frames.py)
+RULES: tuple[Rule, ...] = _RULES_EN + RULES_DE_ES + RULES_FRAMES
 
 ENCODED_PAYLOAD_WEIGHT = 0.5
 """Extra signal when a rule fires only inside a decoded (base64/hex/rot13/percent) payload: hiding it is intent."""
