@@ -12,6 +12,7 @@ from __future__ import annotations
 from guardrails.injection.rule import Rule, make_rule
 from guardrails.injection.rules_de_es import RULES_DE_ES
 from guardrails.injection.rules_frames import RULES_FRAMES
+from guardrails.injection.rules_multilingual import RULES_MULTILINGUAL
 
 _GAP = r"[^.!?\n]{0,40}?"  # a few words, within one sentence
 _OVERRIDE_VERB = (
@@ -222,7 +223,9 @@ _RULES_EN: tuple[Rule, ...] = (
         "override",
         0.9,
         ("zaboravi", "zapomni", "забуд", "игнорир", "dimentica", "ignora", "ignore", "esque"),
-        r"\b(?:zaboravi\w*|zapomni\w*|забуд\w*|игнорир\w*|dimentica\w*|ignor[ae]\w*|esqueça\w*|esqueca\w*)\s+"
+        # "non dimenticare le istruzioni": Italian negates an imperative with "non" and the infinitive
+        r"(?<!\bnon\s)\b(?:zaboravi\w*|zapomni\w*|забуд\w*|игнорир\w*|dimentica\w*|ignor[ae]\w*|esqueça\w*"
+        r"|esqueca\w*)\s+"
         r"(?:sve|все|всё|tutte?|tudo|todas?|le|as|os)\b.{0,40}?\b(?:\w*instrukcij\w*|инструкци\w*|istruzioni"
         r"|instruções|instrucoes|regole|regras|prethodn\w*|предыдущ\w*|precedenti|anteriores)\b",
     ),
@@ -653,8 +656,9 @@ _RULES_EN: tuple[Rule, ...] = (
         r"(?:\\n|\n)\s*(?:instructions?|system|new\s+task|anweisung)\s*:",
     ),
 )
-# the same families phrased in German and Spanish, then the frames with no override verb (rules_frames.py)
-RULES: tuple[Rule, ...] = _RULES_EN + RULES_DE_ES + RULES_FRAMES
+# the same families phrased in German and Spanish, the frames with no override verb (rules_frames.py), then the three
+# attack cores in the languages those do not read (rules_multilingual.py)
+RULES: tuple[Rule, ...] = _RULES_EN + RULES_DE_ES + RULES_FRAMES + RULES_MULTILINGUAL
 
 ENCODED_PAYLOAD_WEIGHT = 0.5
 """Extra signal when a rule fires only inside a decoded (base64/hex/rot13/percent) payload: hiding it is intent."""
