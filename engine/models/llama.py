@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.attention import AttentionMetadata, PagedAttention
+from engine.models.linear import linear_for
 from engine.models.rope import RotaryEmbedding
 from engine.models.spec import ModelSpec
 
@@ -50,6 +51,7 @@ class LlamaModel:
         self.attention = attention
         self.q_size = spec.num_heads * spec.head_dim
         self.kv_size = spec.num_kv_heads * spec.head_dim
+        self.linear = linear_for(weights.embed.device)
 
     @torch.inference_mode()
     def forward(
@@ -64,23 +66,23 @@ class LlamaModel:
         num_tokens = hidden.shape[0]
         for layer, (key_cache, value_cache) in zip(self.w.layers, kv_caches):
             x = rms_norm(hidden, layer.input_norm, spec.rms_norm_eps)
-            qkv = F.linear(x, layer.qkv, layer.qkv_bias)
+            qkv = self.linear(x, layer.qkv, layer.qkv_bias)
             q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
             q = q.view(num_tokens, spec.num_heads, spec.head_dim)
             k = k.view(num_tokens, spec.num_kv_heads, spec.head_dim)
             v = v.view(num_tokens, spec.num_kv_heads, spec.head_dim)
             q, k = self.rope.apply(q, k, positions)
             attn = self.attention(q, k, v, key_cache, value_cache, meta)
-            hidden = hidden + F.linear(attn.reshape(num_tokens, self.q_size), layer.o_proj)
+            hidden = hidden + self.linear(attn.reshape(num_tokens, self.q_size), layer.o_proj, None)
             x = rms_norm(hidden, layer.post_norm, spec.rms_norm_eps)
-            gate, up = F.linear(x, layer.gate_up).chunk(2, dim=-1)
-            hidden = hidden + F.linear(F.silu(gate) * up, layer.down)
+            gate, up = self.linear(x, layer.gate_up, None).chunk(2, dim=-1)
+            hidden = hidden + self.linear(F.silu(gate) * up, layer.down, None)
         return hidden
 
     @torch.inference_mode()
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden: [R, H] rows that need sampling -> logits [R, V] in fp32."""
-        return F.linear(self.final_norm(hidden), self.w.lm_head).float()
+        return self.linear(self.final_norm(hidden), self.w.lm_head, None).float()
 
     def final_norm(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden: [R, H] from forward -> the model's output states (what the LM head and embeddings read)."""

@@ -1,0 +1,34 @@
+"""The CPU replicas' small-batch matmul (engine/models/linear.py): the same product as F.linear, in every row-count
+regime it switches between, with and without a bias, contiguous like F.linear's output. Token-exactness against
+transformers with it in place is tests/engine/test_greedy_equivalence.py's."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from engine.models.linear import SMALL_BATCH_ROWS, cpu_linear, linear_for
+
+
+@pytest.mark.parametrize("rows", [0, 1, 2, 7, SMALL_BATCH_ROWS, SMALL_BATCH_ROWS + 1])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_matches_f_linear(rows, with_bias):
+    gen = torch.Generator().manual_seed(rows)
+    x = torch.randn(rows, 48, generator=gen)
+    weight = torch.randn(80, 48, generator=gen)
+    bias = torch.randn(80, generator=gen) if with_bias else None
+    got = cpu_linear(x, weight, bias)
+    assert got.shape == (rows, 80)
+    assert got.is_contiguous()
+    torch.testing.assert_close(got, F.linear(x, weight, bias), rtol=1e-5, atol=1e-5)
+
+
+def test_a_view_of_rows_is_read_as_its_values():
+    """The model passes slices and reshapes (attention output, the sampled rows): strides must not matter."""
+    x = torch.randn(6, 96)[::2, :48]
+    weight = torch.randn(32, 48)
+    torch.testing.assert_close(cpu_linear(x, weight), F.linear(x, weight), rtol=1e-5, atol=1e-5)
+
+
+def test_only_cpu_takes_it():
+    assert linear_for(torch.device("cpu")) is cpu_linear
+    assert linear_for(torch.device("cuda")) is F.linear
