@@ -45,6 +45,7 @@ from gateway.routing.discovery.config import DiscoveryConfig, DiscoverySection, 
 from gateway.store.redis_url import RedisEndpoint, TlsOptions, parse_redis_url
 from gateway.store.spend import FREE, MAX_USD_PER_MTOK, NANO_PER_MICRO, Price, nano_usd_per_token
 from sluicegate.schema import Schema, explain
+from sluicegate.yaml_files import load_yaml
 
 FAIL_OPEN: Final = "fail_open"
 FAIL_CLOSED: Final = "fail_closed"
@@ -387,7 +388,7 @@ def config_from_dict(raw: Any) -> GatewayConfig:
 
 def load_config(path: str | Path) -> GatewayConfig:
     try:
-        raw = yaml.safe_load(Path(path).read_text())
+        raw = load_yaml(Path(path).read_text())
     except FileNotFoundError:
         raise ConfigError(f"gateway config {str(path)!r} not found") from None
     except yaml.YAMLError as exc:

@@ -218,9 +218,11 @@ def _given(args: argparse.Namespace, cls) -> dict:
 def _read_yaml(path: str) -> dict:
     import yaml
 
+    from sluicegate.yaml_files import load_yaml
+
     with open(path, encoding="utf-8") as fh:
         try:
-            data = yaml.safe_load(fh) or {}
+            data = load_yaml(fh) or {}
         except yaml.YAMLError as exc:
             raise ValueError(f"{path} is not valid YAML: {exc}") from None
     if not isinstance(data, dict) or set(data) - {"engine", "server"}:

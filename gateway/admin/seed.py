@@ -41,6 +41,7 @@ from gateway.config import ConfigError
 from gateway.errors import ApiError
 from gateway.store.base import AdminStore
 from sluicegate.schema import Schema, explain
+from sluicegate.yaml_files import load_yaml
 
 
 def _sha256_hex(digest: str) -> str:
@@ -85,7 +86,7 @@ class Seed(Schema):
 def load_seed(path: str) -> Seed:
     """The seed file, validated; ConfigError names the file, the field and the fix."""
     try:
-        raw = yaml.safe_load(Path(path).read_text()) or {}
+        raw = load_yaml(Path(path).read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"tenants seed {path!r} cannot be read: {exc}") from None
     try:
