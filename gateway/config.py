@@ -44,7 +44,7 @@ from gateway.routing.config import RoleField
 from gateway.routing.discovery.config import DiscoveryConfig, DiscoverySection, entries, name_prefixes
 from gateway.store.redis_url import RedisEndpoint, TlsOptions, parse_redis_url
 from gateway.store.spend import FREE, MAX_USD_PER_MTOK, NANO_PER_MICRO, Price, nano_usd_per_token
-from sluicegate.schema import Schema, explain
+from sluicegate.schema import Host, Schema, explain
 from sluicegate.yaml_files import load_yaml
 
 FAIL_OPEN: Final = "fail_open"
@@ -300,7 +300,7 @@ class UpstreamConfig(Schema):
 class GatewayConfig(Schema):
     models: Annotated[dict[str, ModelConfig], Field(min_length=1)]
     """The models served: name -> {replicas, tokenizer, ...}; at least one."""
-    host: str = "127.0.0.1"
+    host: Host = "127.0.0.1"
     """Address to listen on; 0.0.0.0 to serve other machines."""
     port: Annotated[int, Field(ge=0, le=65535)] = 8000
     """TCP port to listen on."""

@@ -9,10 +9,12 @@ field's path, the value given and the fix, e.g. `models.tiny.block_size=16.5: In
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
 UNKNOWN_KEYS = "unknown_keys"
@@ -31,6 +33,26 @@ Path = Annotated[str, Field(min_length=1), BeforeValidator(_fspath)]
 """A file or folder path: a non-empty str, or a pathlib.Path given in code (kept as its str)."""
 Tuple = BeforeValidator(_list_as_tuple)
 """Annotated[tuple[int, ...], Tuple]: YAML has lists, and strict mode takes only tuples for a tuple field."""
+
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+
+
+def _host(value: str) -> str:
+    """An IP address or a host name (RFC 1123 labels, the last not all digits: "999.1.1.1" is a mistyped address,
+    which would otherwise reach the resolver and fail as the server starts)."""
+    try:
+        ipaddress.ip_address(value)
+        return value
+    except ValueError:
+        pass
+    labels = value.removesuffix(".").split(".")
+    if len(value) > 253 or not all(_HOST_LABEL.fullmatch(label) for label in labels) or labels[-1].isdigit():
+        raise ValueError("neither an IP address (0.0.0.0, 127.0.0.1, ::) nor a host name")
+    return value
+
+
+Host = Annotated[str, AfterValidator(_host)]
+"""An address to listen on or be reached at: an IP address or a host name."""
 
 
 class Schema(BaseModel):

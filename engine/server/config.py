@@ -6,11 +6,11 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from sluicegate.schema import Schema
+from sluicegate.schema import Host, Schema
 
 
 class ServerConfig(Schema):
-    host: str = "127.0.0.1"
+    host: Host = "127.0.0.1"
     """Address to listen on; 0.0.0.0 to serve other machines."""
     port: Annotated[int, Field(ge=0, le=65535)] = 8100
     """TCP port to listen on (0 picks a free one)."""
@@ -31,7 +31,7 @@ class ServerConfig(Schema):
     embedding_pooling: Literal["last", "mean"] = "last"
     """How /v1/embeddings pools the prompt's final hidden states: the last token's (decoder-only embedding models,
     and exact under prefix caching) or the mean over every token (such requests skip prefix-cache hits)."""
-    kv_transfer_host: str | None = None
+    kv_transfer_host: Host | None = None
     """Prefill replicas (--kv-role prefill): the host decode replicas reach this one on, in the kv_transfer_params
     it answers with. None: the address the request came in on (what the gateway reached)."""
     kv_transfer_read_timeout_s: Annotated[float, Field(gt=0)] = 10.0

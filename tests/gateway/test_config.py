@@ -35,6 +35,9 @@ GOOD = {"models": {"tiny": {"replicas": ["http://127.0.0.1:8100"]}}}
         # a folder without tokenizer.json was a traceback at start-up, exit 3
         ({"models": {"tiny": {"replicas": ["http://a"], "tokenizer": "/"}}}, "has no tokenizer.json"),
         ({**GOOD, "drain_timeout_s": 0}, "drain_timeout_s"),
+        # a mistyped address reached uvicorn's resolver and failed as the server started, exit 3
+        ({**GOOD, "host": "999.1.1.1"}, "host='999.1.1.1': neither an IP address"),
+        ({**GOOD, "host": "gate_way"}, "host='gate_way'"),
     ],
 )
 def test_bad_config_names_the_field(raw, fragment):

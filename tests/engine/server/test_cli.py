@@ -50,3 +50,7 @@ def test_bad_settings_exit_2(tmp_path, capsys):
     assert "broken.yaml is not valid YAML" in capsys.readouterr().err
     assert cli.main(["--model", str(tmp_path / "no-such-model")]) == 2
     assert "no-such-model" in capsys.readouterr().err
+    assert cli.main(["--model", "/m", "--host", "999.1.1.1"]) == 2
+    assert "host='999.1.1.1'" in capsys.readouterr().err
+    assert cli.main(["--model", "/m", "--kv-transfer-host", "decode_0"]) == 2
+    assert "kv_transfer_host='decode_0'" in capsys.readouterr().err
