@@ -23,6 +23,7 @@ from gateway.request.prompts import Prompt
 from gateway.request.stream import StreamScanner
 from gateway.routing import base as routing
 from gateway.store.base import Admission
+from sluicegate.responses import ResponsesStream
 
 
 class RequestPhase(enum.IntEnum):
@@ -74,6 +75,9 @@ class Delivery:
     them as cached; 0 without a handoff."""
     prefill_cached_tokens: int = 0
     """Of the prompt, what the prefill replica served from its own prefix cache (Handoff.cached_tokens)."""
+    responses_stream: ResponsesStream | None = None
+    """A /v1/responses stream's translator: an answer cut short (the drain's end) fails through it, as a
+    `response.failed` event, like any other error on that stream."""
 
 
 @dataclass

@@ -173,6 +173,8 @@ class CompletionsEndpoint:
         if ctx.delivery.status == 200 and ctx.parsed.stream:  # the SSE head was sent
             attempt.outcome = Outcome.ERROR_MID_STREAM
             tail = error_event(message, "service_unavailable")
+            if (responses := ctx.delivery.responses_stream) is not None:
+                tail = responses.feed(tail) + responses.close()
             await send({"type": "http.response.body", "body": tail, "more_body": False})
             return
         error = ApiError(503, message, code="service_unavailable", headers=retry_after(1.0))
@@ -216,6 +218,7 @@ class CompletionsEndpoint:
         responses = None
         if ctx.parsed.responses is not None:
             responses = ResponsesStream(ResponseHead.new(ctx.parsed.model, ctx.parsed.responses))
+            delivery.responses_stream = responses
         delivery.status = 200
         ctx.phase = RequestPhase.STREAMING
         await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *ctx.headers]})

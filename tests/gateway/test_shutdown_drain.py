@@ -12,6 +12,7 @@ import threading
 import time
 
 import httpx
+import pytest
 import yaml
 
 from tests.gateway.conftest import Admin, gateway_config
@@ -19,8 +20,20 @@ from tests.gateway.servers import ThreadServer, free_port
 from tests.gateway.slow_upstream import SlowUpstream
 from tests.gateway.test_concurrency import _wait_ready
 
+CHAT = ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]})
+RESPONSES = ("/v1/responses", {"input": "hi"})
 
-def test_sigterm_ends_a_long_stream_with_an_error_event_after_the_drain(tokenizer_dir, tmp_path):
+
+def _cut_error(endpoint: str, last_event: dict) -> dict:
+    """The error the stream ended with: a chat error event, or the failed response of a Responses stream."""
+    if endpoint == RESPONSES[0]:
+        assert last_event["type"] == "response.failed", last_event
+        return last_event["response"]["error"]
+    return last_event["error"]
+
+
+@pytest.mark.parametrize(("endpoint", "fields"), [CHAT, RESPONSES], ids=["chat", "responses"])
+def test_sigterm_ends_a_long_stream_with_an_error_event_after_the_drain(tokenizer_dir, tmp_path, endpoint, fields):
     upstream = SlowUpstream(["tok "] * 400, delay_s=0.05)  # ~20 s of stream: far past the drain
     with ThreadServer(upstream.app) as up:
         config_path = tmp_path / "gateway.yaml"
@@ -36,13 +49,13 @@ def test_sigterm_ends_a_long_stream_with_an_error_event_after_the_drain(tokenize
             _wait_ready(url, gateway)
             admin = Admin(url)
             key = admin.key(admin.tenant())
-            body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+            body = {"model": "tiny", **fields, "stream": True}
             events: list[str] = []
             started = threading.Event()
 
             def read_stream() -> None:
                 headers = {"authorization": f"Bearer {key}"}
-                with httpx.stream("POST", url + "/v1/chat/completions", json=body, headers=headers, timeout=30) as r:
+                with httpx.stream("POST", url + endpoint, json=body, headers=headers, timeout=30) as r:
                     for line in r.iter_lines():
                         if line.startswith("data: "):
                             events.append(line[6:])
@@ -57,8 +70,8 @@ def test_sigterm_ends_a_long_stream_with_an_error_event_after_the_drain(tokenize
             assert not reader.is_alive()
             assert gateway.wait(timeout=30) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal it handled
             assert 0.9 < time.monotonic() - sent_s < 15  # the drain, not the stream, decided when it ended
-            last = json.loads(events[-1])
-            assert last["error"]["code"] == "service_unavailable" and "shutting down" in last["error"]["message"]
+            error = _cut_error(endpoint, json.loads(events[-1]))
+            assert error["code"] == "service_unavailable" and "shutting down" in error["message"]
             assert len(events) > 2 and upstream.finished == 0
             stdout, stderr = gateway.communicate(timeout=10)
             access = [json.loads(line) for line in stdout.splitlines() if line.startswith(b"{")]
