@@ -35,8 +35,9 @@ class GuardrailsConfig(Schema):
     """Most characters a StreamRedactor withholds; a longer unbroken run is scanned and released."""
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any] | None) -> GuardrailsConfig:
+    def from_dict(cls, raw: dict[str, Any] | None, path: str = "") -> GuardrailsConfig:
+        """`path`: where the dict sits in its file ("guardrails.engine"), for the error message."""
         try:
             return cls.model_validate(raw or {})
         except ValidationError as exc:
-            raise GuardrailConfigError(explain(exc)) from None
+            raise GuardrailConfigError(explain(exc, path)) from None

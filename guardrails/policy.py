@@ -66,12 +66,13 @@ class GuardrailPolicy(Schema):
     """Injection score in [0, 1] at or above which a prompt counts as an injection."""
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any] | None) -> GuardrailPolicy:
-        """Build from a tenant's policy dict; unknown keys are errors (a typo must not silently disable a check)."""
+    def from_dict(cls, raw: dict[str, Any] | None, path: str = "") -> GuardrailPolicy:
+        """Build from a tenant's policy dict; unknown keys are errors (a typo must not silently disable a check).
+        `path`: where the dict sits in its file ("guardrails.policies.strict"), so the error names the line to fix."""
         try:
             return cls.model_validate({} if raw is None else raw)
         except ValidationError as exc:
-            raise GuardrailConfigError(explain(exc)) from None
+            raise GuardrailConfigError(explain(exc, path)) from None
 
     @property
     def checks_input(self) -> bool:

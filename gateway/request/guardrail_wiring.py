@@ -29,8 +29,12 @@ def build_hooks(section: GuardrailsSection | None, metrics_registry: CollectorRe
     from guardrails.gateway_hooks import GuardrailHooks
     from guardrails.metrics import GuardrailMetrics
 
-    engine = Guardrails(GuardrailsConfig.from_dict(section.get("engine")), GuardrailMetrics(metrics_registry))
-    policies = {name: GuardrailPolicy.from_dict(raw) for name, raw in (section.get("policies") or {}).items()}
+    config = GuardrailsConfig.from_dict(section.get("engine"), "guardrails.engine")
+    engine = Guardrails(config, GuardrailMetrics(metrics_registry))
+    policies = {
+        name: GuardrailPolicy.from_dict(raw, f"guardrails.policies.{name}")
+        for name, raw in (section.get("policies") or {}).items()
+    }
     return GuardrailHooks(
         engine,
         policies,

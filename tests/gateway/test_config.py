@@ -114,6 +114,12 @@ def test_cli_refuses_a_bad_config(tmp_path, capsys):
     capsys.readouterr()
     assert cli.main(["--config", str(bad)]) == 2
     assert "models.tiny.health" in capsys.readouterr().err
+    # a guardrail policy's error names where the policy sits in the file, not only its field
+    bad.write_text(
+        "models: {tiny: {replicas: ['http://127.0.0.1:9']}}\nguardrails: {policies: {strict: {pii_action: nuke}}}\n"
+    )
+    assert cli.main(["--config", str(bad)]) == 2
+    assert "guardrails.policies.strict.pii_action='nuke'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
