@@ -34,12 +34,13 @@ Path = Annotated[str, Field(min_length=1), BeforeValidator(_fspath)]
 Tuple = BeforeValidator(_list_as_tuple)
 """Annotated[tuple[int, ...], Tuple]: YAML has lists, and strict mode takes only tuples for a tuple field."""
 
-_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+# RFC 1123 labels, plus the underscore Docker's service names may hold (its DNS resolves them)
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
 
 
 def _host(value: str) -> str:
-    """An IP address or a host name (RFC 1123 labels, the last not all digits: "999.1.1.1" is a mistyped address,
-    which would otherwise reach the resolver and fail as the server starts)."""
+    """An IP address or a host name whose last label is not all digits: "999.1.1.1" is a mistyped address and
+    "127.0.0.1:8000" holds a port, which would otherwise reach the resolver and fail as the server starts."""
     try:
         ipaddress.ip_address(value)
         return value

@@ -37,7 +37,7 @@ GOOD = {"models": {"tiny": {"replicas": ["http://127.0.0.1:8100"]}}}
         ({**GOOD, "drain_timeout_s": 0}, "drain_timeout_s"),
         # a mistyped address reached uvicorn's resolver and failed as the server started, exit 3
         ({**GOOD, "host": "999.1.1.1"}, "host='999.1.1.1': neither an IP address"),
-        ({**GOOD, "host": "gate_way"}, "host='gate_way'"),
+        ({**GOOD, "host": "127.0.0.1:8000"}, "host='127.0.0.1:8000'"),
     ],
 )
 def test_bad_config_names_the_field(raw, fragment):

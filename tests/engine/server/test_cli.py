@@ -52,5 +52,5 @@ def test_bad_settings_exit_2(tmp_path, capsys):
     assert "no-such-model" in capsys.readouterr().err
     assert cli.main(["--model", "/m", "--host", "999.1.1.1"]) == 2
     assert "host='999.1.1.1'" in capsys.readouterr().err
-    assert cli.main(["--model", "/m", "--kv-transfer-host", "decode_0"]) == 2
-    assert "kv_transfer_host='decode_0'" in capsys.readouterr().err
+    assert cli.main(["--model", "/m", "--kv-transfer-host", "decode 0"]) == 2
+    assert "kv_transfer_host='decode 0'" in capsys.readouterr().err
