@@ -47,6 +47,7 @@ from gateway.admin.tenants import (
     Tenant,
     apply_key_fields,
     apply_tenant_fields,
+    check_budget_priced,
     check_models_served,
     digest_key,
     key_id_of,
@@ -136,12 +137,15 @@ def admin_routes(gw: AdminGateway) -> list[Route]:
 
 
 def tenant_checker(gw: AdminGateway) -> CheckTenant:
-    """Validates an update against this gateway: a guardrail policy or model it does not define is a 400."""
+    """Validates an update against this gateway: a guardrail policy or model it does not define is a 400, and so is
+    a budget in US dollars on a tenant whose models have no price."""
     check_policy = policy_name_check(gw.hooks)
+    priced = {name for name, model in gw.config.models.items() if model.price is not None}
 
     def check_tenant(tenant: Tenant, updates: dict[str, Any]) -> Tenant:
         tenant = apply_tenant_fields(tenant, updates, check_policy)
         check_models_served(tenant.models, gw.config.models)
+        check_budget_priced(tenant, priced, gw.config.models)
         return tenant
 
     return check_tenant

@@ -292,6 +292,22 @@ def check_models_served(models: list[str], served: Collection[str]) -> None:
         )
 
 
+def check_budget_priced(tenant: Tenant, priced: Collection[str], served: Collection[str]) -> None:
+    """A budget in US dollars counts the models' prices: on a tenant none of whose models has one, it would never
+    apply, silently. `priced`: the served models with a price (gateway config `models.<m>.price`)."""
+    usable = tenant.models or list(served)
+    if any(model in priced for model in usable):
+        return
+    for name in TENANT_USD_FIELDS:
+        if getattr(tenant, name) > 0:
+            raise invalid_request(
+                f"{name} counts US dollars at the models' prices, and none of the models this tenant may use "
+                f"({sorted(usable)}) has one (`models.<name>.price` in the gateway config): it would never apply",
+                param=name,
+                code="budget_without_price",
+            )
+
+
 def apply_key_fields(key: ApiKey, updates: dict[str, Any]) -> ApiKey:
     update = _validated(KeyUpdate, updates)
     for name in update.model_fields_set:

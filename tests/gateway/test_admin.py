@@ -97,6 +97,23 @@ def test_allowed_models_must_be_served_ones(pair):
     assert admin.http.get(f"/tenants/{tenant}-2").status_code == 404
 
 
+def test_a_usd_budget_needs_a_priced_model(pair):
+    """This gateway's models have no price, so a budget in US dollars would count nothing and never apply: the admin
+    API says so instead of storing it (tests/gateway/test_spend.py runs budgets on priced models)."""
+    _, _, admin = pair
+    tenant = admin.tenant()
+    for response in (
+        admin.http.patch(f"/tenants/{tenant}", json={"daily_budget_usd": 5}),
+        admin.http.post("/tenants", json={"id": tenant + "-2", "monthly_budget_usd": 50}),
+    ):
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["code"] == "budget_without_price" and "price" in error["message"]
+        assert error["param"] in ("daily_budget_usd", "monthly_budget_usd")
+    assert admin.http.get(f"/tenants/{tenant}").json()["daily_budget_usd"] == 0
+    assert admin.http.patch(f"/tenants/{tenant}", json={"daily_budget_usd": 0}).status_code == 200
+
+
 def test_tenant_writes_racing_each_other_all_land(pair):
     """Each PATCH writes only its own fields in one store step: concurrent PATCHes of different fields and a
     second create of the same id lose nothing (a whole-record write-back would keep only the last)."""

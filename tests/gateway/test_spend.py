@@ -139,14 +139,16 @@ def test_a_tenant_out_of_money_is_refused_without_upstream_work(priced, fake, bu
     assert usage_response(gw, tenant)["total"]["cost_micro_usd"] == spent
 
 
-def test_budget_fields_are_validated(local_gateway):
-    admin = local_gateway.admin
+def test_budget_fields_are_validated(priced):
+    admin = priced.admin
     tenant = admin.tenant(daily_budget_usd=5, monthly_budget_usd=120.5)
     record = admin.http.get(f"/tenants/{tenant}").json()
     assert (record["daily_budget_usd"], record["monthly_budget_usd"]) == (5.0, 120.5)
     for value in (-1, "5", 1e12):
         refused = admin.http.patch(f"/tenants/{tenant}", json={"daily_budget_usd": value})
         assert refused.status_code == 400 and refused.json()["error"]["param"] == "daily_budget_usd"
+    # one priced model among the tenant's is enough; none is refused (test_admin.py, on an unpriced gateway)
+    assert admin.http.patch(f"/tenants/{tenant}", json={"models": ["tiny"]}).status_code == 200
 
 
 def test_prices_are_validated():
