@@ -42,6 +42,7 @@ from starlette.routing import Route
 
 from gateway.admin import audit, replicas
 from gateway.admin.tenants import (
+    BUDGET_PRICE_FIELDS,
     MAX_UNIX_S,
     ApiKey,
     Tenant,
@@ -145,7 +146,8 @@ def tenant_checker(gw: AdminGateway) -> CheckTenant:
     def check_tenant(tenant: Tenant, updates: dict[str, Any]) -> Tenant:
         tenant = apply_tenant_fields(tenant, updates, check_policy)
         check_models_served(tenant.models, gw.config.models)
-        check_budget_priced(tenant, priced, gw.config.models)
+        if BUDGET_PRICE_FIELDS.intersection(updates):  # an unrelated update of an older record still lands
+            check_budget_priced(tenant, priced, gw.config.models)
         return tenant
 
     return check_tenant

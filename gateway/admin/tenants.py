@@ -292,6 +292,10 @@ def check_models_served(models: list[str], served: Collection[str]) -> None:
         )
 
 
+BUDGET_PRICE_FIELDS = frozenset({*TENANT_USD_FIELDS, "models"})
+"""The updates that can leave a USD budget without a priced model to count."""
+
+
 def check_budget_priced(tenant: Tenant, priced: Collection[str], served: Collection[str]) -> None:
     """A budget in US dollars counts the models' prices: on a tenant none of whose models has one, it would never
     apply, silently. `priced`: the served models with a price (gateway config `models.<m>.price`)."""
