@@ -11,9 +11,9 @@ from collections.abc import Coroutine
 from typing import Any
 
 from gateway.access_log import ACCESS_LOGGER, AccessLog
+from gateway.admin.api import tenant_checker
 from gateway.admin.audit import AUDIT_LOGGER
 from gateway.admin.seed import seed_tenants
-from gateway.admin.tenants import policy_name_check
 from gateway.config import GatewayConfig
 from gateway.metrics import GatewayMetrics
 from gateway.request.admission import AdmissionControl, AdmissionParts
@@ -118,7 +118,7 @@ class Gateway:
         await self.store.start()
         if self.config.tenants_seed:
             try:
-                await seed_tenants(self.store, self.config.tenants_seed, policy_name_check(self.hooks))
+                await seed_tenants(self.store, self.config.tenants_seed, tenant_checker(self))
             except StoreUnavailable:  # start anyway: keys resolve once Redis is back; the next start seeds
                 log.warning("redis unreachable at start-up: tenants seed %s not applied", self.config.tenants_seed)
         await self.router.start()

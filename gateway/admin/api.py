@@ -42,16 +42,14 @@ from starlette.routing import Route
 
 from gateway.admin import audit, replicas
 from gateway.admin.tenants import (
-    BUDGET_PRICE_FIELDS,
     MAX_UNIX_S,
     ApiKey,
+    CheckTenant,
     Tenant,
     apply_key_fields,
-    apply_tenant_fields,
-    check_budget_priced,
-    check_models_served,
     digest_key,
     key_id_of,
+    make_tenant_check,
     new_api_key,
     policy_name_check,
     validate_tenant_id,
@@ -67,7 +65,6 @@ DEFAULT_ROTATION_GRACE_S = 86_400.0
 """How long a rotated key keeps working when the request names no grace: a day for clients to switch over."""
 
 Handler = Callable[[Request, AdminStore], Awaitable[Response]]
-CheckTenant = Callable[[Tenant, dict[str, Any]], Tenant]
 
 
 def _error(error: ApiError) -> Response:
@@ -138,19 +135,9 @@ def admin_routes(gw: AdminGateway) -> list[Route]:
 
 
 def tenant_checker(gw: AdminGateway) -> CheckTenant:
-    """Validates an update against this gateway: a guardrail policy or model it does not define is a 400, and so is
-    a budget in US dollars on a tenant whose models have no price."""
-    check_policy = policy_name_check(gw.hooks)
-    priced = {name for name, model in gw.config.models.items() if model.price is not None}
-
-    def check_tenant(tenant: Tenant, updates: dict[str, Any]) -> Tenant:
-        tenant = apply_tenant_fields(tenant, updates, check_policy)
-        check_models_served(tenant.models, gw.config.models)
-        if BUDGET_PRICE_FIELDS.intersection(updates):  # an unrelated update of an older record still lands
-            check_budget_priced(tenant, priced, gw.config.models)
-        return tenant
-
-    return check_tenant
+    """Validates an update against this gateway (tenants.make_tenant_check)."""
+    priced = [name for name, model in gw.config.models.items() if model.price is not None]
+    return make_tenant_check(policy_name_check(gw.hooks), gw.config.models, priced)
 
 
 async def _json(request: Request) -> dict[str, Any]:

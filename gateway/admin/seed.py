@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -29,11 +28,11 @@ from pydantic import AfterValidator, Field, ValidationError, model_validator
 
 from gateway.admin.tenants import (
     ApiKey,
+    CheckTenant,
     Tenant,
     TenantId,
     TenantUpdate,
     UnixSeconds,
-    apply_tenant_fields,
     digest_key,
     key_id_of,
 )
@@ -95,9 +94,9 @@ def load_seed(path: str) -> Seed:
         raise ConfigError(f"tenants seed {path!r}: {explain(exc)}") from None
 
 
-async def seed_tenants(store: AdminStore, path: str, check_policy: Callable[[str], None]) -> int:
+async def seed_tenants(store: AdminStore, path: str, check_tenant: CheckTenant) -> int:
     """Create the seeded tenants and keys that do not exist yet; return how many records were created.
-    `check_policy` (tenants.policy_name_check) makes a guardrail policy the gateway does not define a ConfigError."""
+    `check_tenant` (tenants.make_tenant_check, as the admin API's) makes what the API would refuse a ConfigError."""
     seed = load_seed(path)
     created = 0
     existing = {t.id for t in await store.list_tenants()}
@@ -105,7 +104,7 @@ async def seed_tenants(store: AdminStore, path: str, check_policy: Callable[[str
         if entry.id not in existing:
             fields = entry.model_dump(include=entry.model_fields_set - {"id", "keys"})
             try:
-                await store.put_tenant(apply_tenant_fields(Tenant(id=entry.id), fields, check_policy))
+                await store.put_tenant(check_tenant(Tenant(id=entry.id), fields))
             except ApiError as exc:
                 raise ConfigError(f"tenants seed {path!r}: {exc.message}") from None
             created += 1

@@ -295,6 +295,26 @@ def check_models_served(models: list[str], served: Collection[str]) -> None:
 BUDGET_PRICE_FIELDS = frozenset({*TENANT_USD_FIELDS, "models"})
 """The updates that can leave a USD budget without a priced model to count."""
 
+CheckTenant = Callable[[Tenant, dict[str, Any]], Tenant]
+"""Applies an update (or a new tenant's fields) to a tenant, or raises the 400 that says what is wrong."""
+
+
+def make_tenant_check(
+    check_policy: Callable[[str], None], served: Collection[str], priced: Collection[str]
+) -> CheckTenant:
+    """What every tenant write passes, from the admin API or the tenants seed: a guardrail policy (`check_policy`,
+    from policy_name_check) or model the gateway does not define is a 400, and so is a budget in US dollars on a
+    tenant none of whose models has a price (`priced`: the served models with one)."""
+
+    def check_tenant(tenant: Tenant, updates: dict[str, Any]) -> Tenant:
+        tenant = apply_tenant_fields(tenant, updates, check_policy)
+        check_models_served(tenant.models, served)
+        if BUDGET_PRICE_FIELDS.intersection(updates):  # an unrelated update of an older record still lands
+            check_budget_priced(tenant, priced, served)
+        return tenant
+
+    return check_tenant
+
 
 def check_budget_priced(tenant: Tenant, priced: Collection[str], served: Collection[str]) -> None:
     """A budget in US dollars counts the models' prices: on a tenant none of whose models has one, it would never

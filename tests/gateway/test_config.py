@@ -9,7 +9,7 @@ import pytest
 
 from gateway import cli
 from gateway.admin.seed import seed_tenants
-from gateway.admin.tenants import digest_key, policy_name_check
+from gateway.admin.tenants import digest_key, make_tenant_check, policy_name_check
 from gateway.config import ConfigError, config_from_dict, load_config
 from gateway.request.hooks import NoHooks
 from gateway.store.memory import MemoryStore
@@ -76,7 +76,7 @@ def test_shipped_config_loads(tmp_path, monkeypatch, tokenizer_dir):
     assert config.redis.url is None and config.tenants_seed == "config/tenants.yaml"
     assert [replica.name for replica in config.models["tiny"].replicas] == ["engine-0", "engine-1"]
     store = MemoryStore()
-    check = policy_name_check(NoHooks())
+    check = make_tenant_check(policy_name_check(NoHooks()), config.models, priced=[])
     assert asyncio.run(seed_tenants(store, config.tenants_seed, check)) == 2  # the demo tenant and its key
     assert asyncio.run(seed_tenants(store, config.tenants_seed, check)) == 0  # seeding again creates nothing
     demo = asyncio.run(store.get_tenant("demo"))
@@ -91,16 +91,40 @@ class OnePolicy:
             raise ValueError(f"guardrail policy {name!r} is not defined; defined: ['strict']")
 
 
+def _seed_check(hooks, priced=()):
+    return make_tenant_check(policy_name_check(hooks), served=["tiny", "small"], priced=priced)
+
+
 @pytest.mark.parametrize("hooks, policy", [(OnePolicy(), "strct"), (NoHooks(), "strict")])
 def test_seed_refuses_an_undefined_guardrail_policy(tmp_path, hooks, policy):
     seed = tmp_path / "tenants.yaml"
     seed.write_text(f"tenants:\n  - id: acme\n    guardrails: {policy}\n")
     store = MemoryStore()
     with pytest.raises(ConfigError, match=f"'{policy}' is not defined"):
-        asyncio.run(seed_tenants(store, str(seed), policy_name_check(hooks)))
+        asyncio.run(seed_tenants(store, str(seed), _seed_check(hooks)))
     assert asyncio.run(store.get_tenant("acme")) is None
     seed.write_text("tenants:\n  - id: acme\n    guardrails: strict\n")
-    assert asyncio.run(seed_tenants(store, str(seed), policy_name_check(OnePolicy()))) == 1
+    assert asyncio.run(seed_tenants(store, str(seed), _seed_check(OnePolicy()))) == 1
+
+
+@pytest.mark.parametrize(
+    "tenant, priced, fragment",
+    [
+        ("{id: acme, models: [tinny]}", ["tiny"], "not served"),
+        ("{id: acme, daily_budget_usd: 5}", [], "daily_budget_usd counts US dollars"),
+        ("{id: acme, models: [small], monthly_budget_usd: 5}", ["tiny"], "monthly_budget_usd counts US dollars"),
+    ],
+)
+def test_seed_refuses_what_the_admin_api_refuses(tmp_path, tenant, priced, fragment):
+    """The seed's tenants pass the admin API's checks: a model not served, a USD budget nothing prices."""
+    seed = tmp_path / "tenants.yaml"
+    seed.write_text(f"tenants:\n  - {tenant}\n")
+    store = MemoryStore()
+    with pytest.raises(ConfigError, match=fragment):
+        asyncio.run(seed_tenants(store, str(seed), _seed_check(NoHooks(), priced)))
+    assert asyncio.run(store.get_tenant("acme")) is None
+    seed.write_text("tenants:\n  - {id: acme, models: [tiny], daily_budget_usd: 5}\n")
+    assert asyncio.run(seed_tenants(store, str(seed), _seed_check(NoHooks(), ["tiny"]))) == 1
 
 
 def test_cli_refuses_a_bad_config(tmp_path, capsys):

@@ -19,12 +19,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from gateway.admin import audit
-from gateway.admin.api import CheckTenant, tenant_checker
+from gateway.admin.api import tenant_checker
 from gateway.admin.console.forms import Form, parse_form
 from gateway.admin.console.session import COOKIE_NAME, Session, SessionSigner
 from gateway.admin.console.types import ConsoleGateway
 from gateway.admin.console.usage import UsageSampler
-from gateway.admin.tenants import Tenant
+from gateway.admin.tenants import CheckTenant, Tenant
 from gateway.errors import ApiError
 from gateway.store.base import StoreUnavailable
 
