@@ -272,11 +272,13 @@ def main(argv: list[str]) -> int:
 
     rows = [summarize("2 co-located", together), summarize("1 prefill + 1 decode", split)]
     identical = sum(1 for a, b in zip(together, split) if a.text == b.text and not a.error and not b.error)
+    differing = [_difference(i, a, b) for i, (a, b) in enumerate(zip(together, split)) if a.text != b.text]
     report = {
         "workload": {k: v for k, v in vars(args).items() if k not in ("json",)} | {"requests": len(jobs)},
         "pinned_cores": pins,
         "rows": rows,
         "identical_outputs": identical,
+        "differing_outputs": differing,
         "transfer": cost | {"memory_copy_gb_s": memory_bandwidth_gb_s()},
         "ratios": {
             "chat_itl_p99": _ratio(rows[1]["chat_itl_ms"]["p99"], rows[0]["chat_itl_ms"]["p99"]),
@@ -291,6 +293,20 @@ def main(argv: list[str]) -> int:
         return 0
     _print(report, len(jobs))
     return 0
+
+
+def _difference(index: int, together: Result, split: Result) -> dict:
+    """Where the two setups' texts of one request part, and what kind of request it was."""
+    first = next((i for i, (a, b) in enumerate(zip(together.text, split.text)) if a != b), None)
+    if first is None:
+        first = min(len(together.text), len(split.text))
+    return {
+        "request": index,
+        "kind": together.job.kind,
+        "first_differing_char": first,
+        "chars": [len(together.text), len(split.text)],
+        "errors": [together.error, split.error],
+    }
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -317,6 +333,11 @@ def _print(report: dict, num_jobs: int) -> None:
         f" chat longest gap p50 {ratios['chat_max_gap_p50']:.2f}x, TTFT p50 {ratios['ttft_p50']:.2f}x"
     )
     print(f"identical outputs: {report['identical_outputs']} of {num_jobs}")
+    for diff in report["differing_outputs"]:
+        print(
+            f"  request {diff['request']} ({diff['kind']}): texts part at character {diff['first_differing_char']} "
+            f"of {diff['chars'][0]} / {diff['chars'][1]}; errors {diff['errors']}"
+        )
     if cost["blocks"]:
         print(
             f"KV reads: {cost['reads']:.0f} reads, {cost['blocks']:.0f} blocks of {cost['bytes_per_block']:.0f} B, "

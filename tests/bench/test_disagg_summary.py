@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.disagg import Job, Result, summarize
+from bench.disagg import Job, Result, _difference, summarize
 
 
 def _chat(gaps_s: list[float]) -> Result:
@@ -26,3 +26,13 @@ def test_long_prompts_and_failed_requests_do_not_count():
     row = summarize("split", [_chat([0.01, 0.01, 0.01]), long, failed])
     assert row["errors"] == 1 and row["chat_stalled_gap_share"] == 0.0
     assert row["long_ttft_ms"]["p50"] == pytest.approx(1200.0)
+
+
+def test_a_differing_output_says_which_request_and_where_the_texts_part():
+    job = Job("chat", 0.0, [1, 2, 3], 8)
+    diff = _difference(7, Result(job, text="abcdef"), Result(job, text="abcxyz"))
+    assert diff == {"request": 7, "kind": "chat", "first_differing_char": 3, "chars": [6, 6], "errors": ["", ""]}
+    cut = _difference(2, Result(job, text="abc"), Result(job, text="", error="HTTP 503"))
+    assert cut["first_differing_char"] == 0 and cut["errors"] == ["", "HTTP 503"]
+    longer = _difference(0, Result(job, text="abc"), Result(job, text="abcd"))
+    assert longer["first_differing_char"] == 3
