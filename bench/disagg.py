@@ -72,12 +72,20 @@ class Replica(Proc):
     """`sluicegate engine` pinned to one core, with the requests this client has in flight on it."""
 
     def __init__(
-        self, model: str, core: int | None, role: str, log_dir: Path, num_kv_blocks: int, step_tokens: int
+        self,
+        model: str,
+        core: int | None,
+        role: str,
+        log_dir: Path,
+        num_kv_blocks: int,
+        step_tokens: int,
+        batch_invariant: bool,
     ) -> None:
         port = free_port()
         args = ["engine", "--model", model, "--port", str(port), "--served-model-name", "m", "--cpu-threads", "1"]
         args += ["--num-kv-blocks", str(num_kv_blocks), "--kv-role", role, "--log-level", "warning", "--no-request-log"]
         args += ["--max-num-batched-tokens", str(step_tokens)]
+        args += ["--batch-invariant"] if batch_invariant else []
         super().__init__(args, port, log_dir / f"{role}-{port}.log", core, {**os.environ, "OMP_NUM_THREADS": "1"})
         self.in_flight = 0
 
@@ -228,6 +236,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--prefill-min-prompt-tokens", type=int, default=256, help="shorter prompts skip the prefill replica"
     )
+    parser.add_argument(
+        "--batch-invariant",
+        action="store_true",
+        help="every replica with --batch-invariant: outputs identical by construction, at that mode's cost",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-pin", action="store_true", help="do not pin each replica to its own core")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -246,7 +259,9 @@ def main(argv: list[str]) -> int:
 
     def start(roles: list[str]) -> list[Replica]:
         replicas = [
-            Replica(args.model, pin, role, log_dir, args.num_kv_blocks, args.max_num_batched_tokens)
+            Replica(
+                args.model, pin, role, log_dir, args.num_kv_blocks, args.max_num_batched_tokens, args.batch_invariant
+            )
             for pin, role in zip(pins, roles)
         ]
         for replica in replicas:

@@ -2,6 +2,7 @@
 
 Systems (each in its own subprocess, so peak memory is its own):
   ours        engine.LLM: paged KV cache, continuous batching, chunked prefill
+  ours-invariant  the same with `batch_invariant` (not in the default set): what bit-identical outputs cost
   hf-cb       transformers' continuous batching (ContinuousBatchingManager, paged attention), per-request lengths
   hf-padded   transformers' padded batched generate(): batches of --padded-batch-size in arrival order, each run to
               its longest request (the tokens past a request's own length are wasted, which is the point)
@@ -64,10 +65,15 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_ours(model_dir: str, work: dict, args) -> dict:
+def run_ours(model_dir: str, work: dict, args, batch_invariant: bool = False) -> dict:
     from engine import LLM, SamplingParams
 
-    llm = LLM(model_dir, max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens)
+    llm = LLM(
+        model_dir,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        batch_invariant=batch_invariant,
+    )
     engine = llm.engine
     start = time.perf_counter()
     for i, (prompt, n) in enumerate(zip(work["prompts"], work["output_lens"])):
@@ -150,7 +156,11 @@ def run_hf_cb(model_dir: str, work: dict, args) -> dict:
     return {"elapsed_s": time.perf_counter() - start, "output_tokens": produced, "ttft_s": [], "itl_s": []}
 
 
-RUNNERS = {"ours": run_ours, "hf-padded": run_hf_padded, "hf-cb": run_hf_cb}
+def run_ours_invariant(model_dir: str, work: dict, args) -> dict:
+    return run_ours(model_dir, work, args, batch_invariant=True)
+
+
+RUNNERS = {"ours": run_ours, "ours-invariant": run_ours_invariant, "hf-padded": run_hf_padded, "hf-cb": run_hf_cb}
 
 
 def _worker(args) -> int:
@@ -245,16 +255,16 @@ def print_table(rows: list[dict], meta: dict) -> None:
         f"bench engine ({notes}): {meta['num_requests']} requests, prompt mean {meta['prompt_mean']:.0f} (max {meta['prompt_max']}),"
         f" output mean {meta['output_mean']:.0f} (max {meta['output_max']}) tokens, model {meta['model']}"
     )
-    header = f"{'system':<10} {'out tok/s':>10} {'elapsed s':>10} {'TTFT p50 ms':>12} {'ITL p50 ms':>11} {'ITL p99 ms':>11} {'peak RSS MiB':>13} {'ours is':>9}"
+    header = f"{'system':<14} {'out tok/s':>10} {'elapsed s':>10} {'TTFT p50 ms':>12} {'ITL p50 ms':>11} {'ITL p99 ms':>11} {'peak RSS MiB':>13} {'ours is':>9}"
     print(header)
     ours = next((r for r in rows if r["system"] == "ours" and "error" not in r), None)
     for r in rows:
         if "error" in r:
-            print(f"{r['system']:<10} FAILED: {r['error']}")
+            print(f"{r['system']:<14} FAILED: {r['error']}")
             continue
         ratio = f"{ours['output_tok_s'] / r['output_tok_s']:.2f}x" if ours and r is not ours else "-"
         print(
-            f"{r['system']:<10} {_fmt(r['output_tok_s']):>10} {_fmt(r['elapsed_s']):>10} {_fmt(r['ttft_p50_s'], 'ms'):>12}"
+            f"{r['system']:<14} {_fmt(r['output_tok_s']):>10} {_fmt(r['elapsed_s']):>10} {_fmt(r['ttft_p50_s'], 'ms'):>12}"
             f" {_fmt(r['itl_p50_s'], 'ms'):>11} {_fmt(r['itl_p99_s'], 'ms'):>11} {_fmt(r['peak_rss_mib']):>13} {ratio:>9}"
         )
 
@@ -318,6 +328,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # comma-separated systems, run in this process
     parser.add_argument("--workload-file", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if unknown := [s for s in args.systems.split(",") if s not in RUNNERS]:
+        parser.error(f"--systems: unknown {', '.join(unknown)}; choose from {', '.join(RUNNERS)}")
     if args.worker:
         return _worker(args)
     if args.spec:

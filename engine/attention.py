@@ -65,16 +65,18 @@ class PagedAttention:
         return torch.cat([decode_out, prefill_out], dim=0)
 
 
-def attention_ops(device: torch.device, backend: str):
-    """Triton kernels on CUDA (or when asked), the torch reference elsewhere."""
+def attention_ops(device: torch.device, backend: str, batch_invariant: bool = False):
+    """Triton kernels on CUDA (or when asked), the torch reference elsewhere; batch_invariant: the CPU kernels whose
+    rows do not depend on what shares their step (kernels/batch_invariant.py)."""
     try:
         from kernels.dispatch import get_attention_ops
     except ImportError:
         pass
     else:
-        return get_attention_ops(device.type, backend)
+        return get_attention_ops(device.type, backend, batch_invariant)
     if backend == "triton":
         raise ValueError("attention_backend='triton' needs kernels.dispatch (Triton kernels), which is unavailable")
+    from kernels import batch_invariant as invariant
     from kernels import reference
 
-    return reference
+    return invariant if batch_invariant else reference

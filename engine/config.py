@@ -49,6 +49,10 @@ class EngineConfig(Schema):
     """Seed for dummy weights and for requests without their own seed."""
     attention_backend: Literal["auto", "torch", "triton"] = "auto"
     """'auto' (Triton on CUDA, torch elsewhere), 'torch' or 'triton'."""
+    batch_invariant: bool = False
+    """CPU only: every sequence's logits bit-identical whatever else shares its steps, however its prompt is chunked
+    and at any thread count (matmuls in fixed row tiles, kernels/batch_invariant.py attention), so greedy and seeded
+    outputs do not depend on load. Slower (docs/benchmarks.md); vLLM's VLLM_BATCH_INVARIANT is the GPU counterpart."""
     cpu_threads: Annotated[int, Field(ge=1)] | None = None
     """torch intra-op threads on CPU. None: torch's default (one per core). Several replicas sharing a machine should
     split the cores between them: oversubscribed thread pools make small models many times slower."""
@@ -92,6 +96,8 @@ class EngineConfig(Schema):
             )
         if self.kv_role == "decode" and not self.enable_prefix_caching:
             raise ValueError("kv_role='decode' needs enable_prefix_caching: read blocks join the prefix cache")
+        if self.batch_invariant and (self.attention_backend == "triton" or self.device == "cuda"):
+            raise ValueError("batch_invariant runs on CPU with the torch kernels: use device='cpu'")
         if self.speculative_method == "draft" and not self.speculative_model:
             raise ValueError("speculative_method='draft' needs speculative_model (a draft model folder)")
         return self

@@ -71,8 +71,9 @@ class LLMEngine:
 
         weights = load_weights(config.model, self.spec, config.load_format, self.device, self.dtype, config.seed)
         rope = RotaryEmbedding(hf_config, self.spec.head_dim, self.max_model_len, self.device, self.dtype)
-        attention = PagedAttention(attention_ops(self.device, config.attention_backend), self.spec.head_dim**-0.5)
-        model = LlamaModel(self.spec, weights, rope, attention)
+        ops = attention_ops(self.device, config.attention_backend, config.batch_invariant)
+        attention = PagedAttention(ops, self.spec.head_dim**-0.5)
+        model = LlamaModel(self.spec, weights, rope, attention, config.batch_invariant)
 
         num_blocks = config.num_kv_blocks or num_blocks_for_budget(
             self.spec, self.block_size, self.dtype, kv_budget_bytes(self.device, config.kv_cache_memory_bytes)
@@ -124,11 +125,12 @@ class LLMEngine:
                 )
             weights = load_weights(config.speculative_model, draft_spec, "auto", self.device, self.dtype, config.seed)
             rope = RotaryEmbedding(draft_hf, draft_spec.head_dim, self.max_model_len, self.device, self.dtype)
-            attention = PagedAttention(attention_ops(self.device, config.attention_backend), draft_spec.head_dim**-0.5)
+            ops = attention_ops(self.device, config.attention_backend, config.batch_invariant)
+            attention = PagedAttention(ops, draft_spec.head_dim**-0.5)
             mirror = KVCache(draft_spec, num_blocks, self.block_size, self.dtype, self.device)
             self.kv_cache.mirrors.append(mirror)
             draft_batch = InputBatch(config.max_num_seqs, -(-self.max_model_len // self.block_size))
-            draft_model = LlamaModel(draft_spec, weights, rope, attention)
+            draft_model = LlamaModel(draft_spec, weights, rope, attention, config.batch_invariant)
             draft_runner = ModelRunner(draft_model, mirror, self.block_size, self.device, draft_batch, pools=False)
             draft_cost_ratio = _param_count(draft_spec) / _param_count(self.spec)
         return Speculator(

@@ -6,6 +6,7 @@ A token at position p of a sequence lives in slot block_table[p // block_size] *
 
     reference.py            torch references of the attention ops (the contract: signatures and layout)
     reference_norm_rope.py  torch references of RMSNorm (+ residual add) and rotary
+    batch_invariant.py      torch attention whose rows get the same bits whatever shares the step (CPU mode)
     triton_decode.py        paged decode attention, GQA/MQA, flash-decoding split of long contexts
     triton_prefill.py       causal attention of prefill chunks over cached prefix + chunk
     triton_cache.py         K/V writes into cache slots

@@ -18,7 +18,7 @@ BACKENDS = ("auto", "torch", "triton")
 class AttentionOps:
     """The kernel set one engine uses. Signatures: kernels/reference.py and kernels/reference_norm_rope.py."""
 
-    backend: str  # "torch" or "triton"
+    backend: str  # "torch", "batch_invariant" or "triton"
     write_kv_cache: Callable
     paged_decode_attention: Callable
     paged_prefill_attention: Callable
@@ -35,11 +35,17 @@ def triton_available() -> bool:
     return True
 
 
-def get_attention_ops(device_type: str, backend: str = "auto") -> AttentionOps:
+def get_attention_ops(device_type: str, backend: str = "auto", batch_invariant: bool = False) -> AttentionOps:
     """device_type: a torch device type ("cuda", "cpu", ...). backend: "auto" (Triton on CUDA when triton is
-    installed, torch otherwise), "torch", or "triton" (CUDA, or any device under TRITON_INTERPRET=1)."""
+    installed, torch otherwise), "torch", or "triton" (CUDA, or any device under TRITON_INTERPRET=1).
+    batch_invariant: torch attention whose every row is bit-identical whatever shares its step (kernels/
+    batch_invariant.py), CPU only: neither the Triton kernels nor cuBLAS are made so here."""
     if backend not in BACKENDS:
         raise ValueError(f"backend={backend!r}: use one of {BACKENDS}")
+    if batch_invariant:
+        if device_type != "cpu" or backend == "triton":
+            raise ValueError(f"batch_invariant runs on CPU with the torch kernels, not {device_type!r} / {backend!r}")
+        return _torch_ops(invariant=True)
     if backend == "auto":
         backend = "triton" if device_type == "cuda" and triton_available() else "torch"
     if backend == "torch":
@@ -55,14 +61,15 @@ def get_attention_ops(device_type: str, backend: str = "auto") -> AttentionOps:
     return ops
 
 
-def _torch_ops() -> AttentionOps:
-    from kernels import reference, reference_norm_rope
+def _torch_ops(invariant: bool = False) -> AttentionOps:
+    from kernels import batch_invariant, reference, reference_norm_rope
 
+    attention = batch_invariant if invariant else reference
     return AttentionOps(
-        backend="torch",
+        backend="batch_invariant" if invariant else "torch",
         write_kv_cache=reference.write_kv_cache,
-        paged_decode_attention=reference.paged_decode_attention,
-        paged_prefill_attention=reference.paged_prefill_attention,
+        paged_decode_attention=attention.paged_decode_attention,
+        paged_prefill_attention=attention.paged_prefill_attention,
         rms_norm=reference_norm_rope.rms_norm,
         add_rms_norm=reference_norm_rope.add_rms_norm,
         apply_rotary=reference_norm_rope.apply_rotary,

@@ -34,5 +34,23 @@ def cpu_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
     return out if bias is None else out.add_(bias)
 
 
-def linear_for(device: torch.device) -> Linear:
-    return cpu_linear if device.type == "cpu" else F.linear
+def invariant_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """cpu_linear in tiles of SMALL_BATCH_ROWS rows: a row gets the same bits whatever else the step holds.
+
+    Why: CPU BLAS may sum a product's long dimension in another order once a call has more rows (on the project's
+    Intel box the 1,024-wide down projection parts past 32 rows at one thread and past 56 at two), so a row's result
+    depended on its neighbours. Up to SMALL_BATCH_ROWS rows, W @ xᵀ sums each column the same way at any row count
+    and thread count. Costs 1.05-1.6x cpu_linear on 48 to 2,048 rows (docs/benchmarks.md), hence a mode."""
+    rows = x.shape[0]
+    if rows <= SMALL_BATCH_ROWS:
+        return cpu_linear(x, weight, bias)
+    out = torch.empty(rows, weight.shape[0], dtype=x.dtype, device=x.device)
+    for start in range(0, rows, SMALL_BATCH_ROWS):
+        out[start : start + SMALL_BATCH_ROWS] = cpu_linear(x[start : start + SMALL_BATCH_ROWS], weight, bias)
+    return out
+
+
+def linear_for(device: torch.device, batch_invariant: bool = False) -> Linear:
+    if device.type != "cpu":
+        return F.linear
+    return invariant_linear if batch_invariant else cpu_linear

@@ -44,14 +44,21 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 class LlamaModel:
-    def __init__(self, spec: ModelSpec, weights: ModelWeights, rope: RotaryEmbedding, attention: PagedAttention):
+    def __init__(
+        self,
+        spec: ModelSpec,
+        weights: ModelWeights,
+        rope: RotaryEmbedding,
+        attention: PagedAttention,
+        batch_invariant: bool = False,
+    ):
         self.spec = spec
         self.w = weights
         self.rope = rope
         self.attention = attention
         self.q_size = spec.num_heads * spec.head_dim
         self.kv_size = spec.num_kv_heads * spec.head_dim
-        self.linear = linear_for(weights.embed.device)
+        self.linear = linear_for(weights.embed.device, batch_invariant)
 
     @torch.inference_mode()
     def forward(

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.models.linear import SMALL_BATCH_ROWS, cpu_linear, linear_for
+from engine.models.linear import SMALL_BATCH_ROWS, cpu_linear, invariant_linear, linear_for
 
 
 @pytest.mark.parametrize("rows", [0, 1, 2, 7, SMALL_BATCH_ROWS, SMALL_BATCH_ROWS + 1])
@@ -31,4 +31,24 @@ def test_a_view_of_rows_is_read_as_its_values():
 
 def test_only_cpu_takes_it():
     assert linear_for(torch.device("cpu")) is cpu_linear
+    assert linear_for(torch.device("cpu"), batch_invariant=True) is invariant_linear
     assert linear_for(torch.device("cuda")) is F.linear
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_invariant_product_gives_a_row_the_same_bits_at_any_row_count(threads):
+    """The down projection's shape (K = 1,024) is where CPU BLAS sums differently past a few dozen rows."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        gen = torch.Generator().manual_seed(threads)
+        x = torch.randn(300, 1024, generator=gen)
+        weight = torch.randn(384, 1024, generator=gen)
+        alone = torch.cat([invariant_linear(x[i : i + 1], weight) for i in range(8)])
+        for rows in (2, SMALL_BATCH_ROWS, SMALL_BATCH_ROWS + 1, 57, 100, 300):
+            got = invariant_linear(x[:rows], weight)
+            assert got.shape == (rows, 384) and got.is_contiguous()
+            assert torch.equal(got[:8], alone[: min(rows, 8)]), rows
+        torch.testing.assert_close(invariant_linear(x, weight), F.linear(x, weight), rtol=1e-4, atol=1e-4)
+    finally:
+        torch.set_num_threads(previous)

@@ -1,6 +1,6 @@
 """Greedy output token for token equal to transformers' generate (fp32), for every architecture, under every
 engine mode that changes how the KV cache is filled: prefix caching on/off, chunked prefill, preemption by
-recompute and by swap, and n > 1 with copy-on-write forks."""
+recompute and by swap, n > 1 with copy-on-write forks, and the batch-invariant kernels."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ MODES = {
     "chunked-prefill": {"max_num_batched_tokens": 24, "max_num_seqs": 6},
     "preempt-recompute": {"num_kv_blocks": 24, "max_num_seqs": 16},
     "preempt-swap": {"num_kv_blocks": 24, "max_num_seqs": 16, "preemption_mode": "swap"},
+    "batch-invariant": {"batch_invariant": True, "max_num_batched_tokens": 24, "max_num_seqs": 6},
 }
 GREEDY = SamplingParams(temperature=0.0, max_tokens=NUM_REFERENCE_TOKENS, ignore_eos=True)
 
@@ -40,7 +41,7 @@ def test_greedy_matches_transformers(arch, mode, arch_model_dirs, hf_references)
         assert stats.prefix_cache_hits_total > 0
     if mode == "no-prefix-cache":
         assert stats.prefix_cache_hits_total == 0
-    if mode == "chunked-prefill":
+    if mode in ("chunked-prefill", "batch-invariant"):
         assert stats.num_chunked_prefill_steps_total > 0
     if mode.startswith("preempt"):
         assert stats.num_preemptions_total > 0

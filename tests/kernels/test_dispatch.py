@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernels import reference, reference_norm_rope, triton_decode
+from kernels import batch_invariant, reference, reference_norm_rope, triton_decode
 from kernels.dispatch import get_attention_ops
 from kernels.paged_cases import decode_args, make_paged_case
 
@@ -36,6 +36,17 @@ def test_forced_triton_runs_on_cpu_under_interpreter():
     torch.testing.assert_close(
         ops.paged_decode_attention(*decode_args(case)), reference.paged_decode_attention(*decode_args(case))
     )
+
+
+def test_batch_invariant_is_the_cpu_torch_set_with_its_own_attention():
+    ops = get_attention_ops("cpu", batch_invariant=True)
+    assert ops.backend == "batch_invariant"
+    assert ops.paged_decode_attention is batch_invariant.paged_decode_attention
+    assert ops.paged_prefill_attention is batch_invariant.paged_prefill_attention
+    assert ops.write_kv_cache is reference.write_kv_cache
+    for device, backend in (("cuda", "auto"), ("cpu", "triton")):
+        with pytest.raises(ValueError, match="batch_invariant runs on CPU"):
+            get_attention_ops(device, backend=backend, batch_invariant=True)
 
 
 def test_unknown_backend_is_rejected_with_choices():
