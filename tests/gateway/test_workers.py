@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -52,6 +53,7 @@ def test_workers_share_one_redis_and_count_as_instances(fake, tokenizer_dir, tmp
     try:
         url = f"http://127.0.0.1:{port}"
         _wait_ready(url, proc)
+        _wait_both_workers_listen(url, proc)
         statuses, workers = [], set()
         for _ in range(15):  # a client (a connection) per request: the kernel hands connections to either worker
             client = openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0, timeout=30)
@@ -59,14 +61,15 @@ def test_workers_share_one_redis_and_count_as_instances(fake, tokenizer_dir, tmp
                 raw = client.chat.completions.with_raw_response.create(
                     model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=2
                 )
-                workers.add(raw.headers["x-request-id"].rsplit("-", 1)[0])  # req-<worker>-<n>
+                workers.add(_worker_of(raw.headers))
                 statuses.append(200)
-            except openai.RateLimitError:
+            except openai.RateLimitError as refused:
+                workers.add(_worker_of(refused.response.headers))
                 statuses.append(429)
             finally:
                 client.close()
         assert statuses == [200] * 12 + [429] * 3  # one rpm bucket across both workers
-        assert len(workers) == 2  # both served (12 connections all to one worker: ~1 in 2,000)
+        assert len(workers) == 2  # both answered (15 connections all to one worker: ~1 in 16,000)
         # /metrics reports both workers, whichever of them answers the scrape
         for _ in range(4):
             answered = _requests_by_status(httpx.get(url + "/metrics", timeout=5).text)
@@ -79,6 +82,21 @@ def test_workers_share_one_redis_and_count_as_instances(fake, tokenizer_dir, tmp
     monkeypatch.setenv("SLUICEGATE_GATEWAY_CONFIG", str(config_path))
     monkeypatch.setenv("SLUICEGATE_GATEWAY_WORKERS", "2")
     assert cli._app_factory().state.gateway.config.num_instances == 6
+
+
+def _worker_of(headers: httpx.Headers) -> str:
+    return headers["x-request-id"].rsplit("-", 1)[0]  # req-<worker>-<n>
+
+
+def _wait_both_workers_listen(url: str, proc: subprocess.Popen) -> None:
+    """/health answers once one worker is up; the other may still be starting (on a busy machine, seconds later), and
+    until it listens the kernel hands every connection to the first. A fresh connection per probe finds both."""
+    seen: set[str] = set()
+    deadline = time.monotonic() + 60
+    while len(seen) < 2:
+        assert proc.poll() is None and time.monotonic() < deadline, f"workers answering: {seen}"
+        seen.add(_worker_of(httpx.get(url + "/health", timeout=5).headers))
+        time.sleep(0.05)
 
 
 def _requests_by_status(text: str) -> dict[str, float]:
