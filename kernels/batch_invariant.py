@@ -39,8 +39,13 @@ _MIN_ROWS = 2
 @dataclass(frozen=True)
 class _QueryTile:
     seq: int
-    positions: list[int]  # of its rows in the sequence, ascending
-    tokens: list[int]  # its rows' indices in the step's flattened batch
+    first_token: int  # its first row's index in the step's flattened batch; the rows are consecutive
+    first_position: int  # that row's position in the sequence
+    rows: int
+
+    @property
+    def last_position(self) -> int:
+        return self.first_position + self.rows - 1
 
 
 def paged_decode_attention(
@@ -75,11 +80,7 @@ def paged_prefill_attention(
         first, q_len = starts[seq], starts[seq + 1] - starts[seq]
         for offset in range(0, q_len, prefill_rows):
             count = min(prefill_rows, q_len - offset)
-            tile = _QueryTile(
-                seq,
-                [seq_len - q_len + offset + i for i in range(count)],
-                list(range(first + offset, first + offset + count)),
-            )
+            tile = _QueryTile(seq, first + offset, seq_len - q_len + offset, count)
             (short if q_len <= _MIN_ROWS else long).append(tile)
     out = torch.empty_like(query)
     for tiles in (short, long):
@@ -101,14 +102,16 @@ def _attend(
     num_q_heads, head_dim = query.shape[1], query.shape[2]
     block_size, num_kv_heads = key_cache.shape[1], key_cache.shape[2]
     group = num_q_heads // num_kv_heads
-    width = max(_MIN_ROWS, max(len(t.tokens) for t in tiles))
+    width = max(_MIN_ROWS, max(t.rows for t in tiles))
     # Longest context first: the tiles still reading at a key tile are a prefix, so each pass works on views.
-    tiles = sorted(tiles, key=lambda t: -t.positions[-1])
-    pad = [width - len(t.tokens) for t in tiles]
+    tiles = sorted(tiles, key=lambda t: -t.last_position)
     device = query.device
-    rows = torch.tensor([t.tokens + t.tokens[-1:] * p for t, p in zip(tiles, pad)], device=device)  # [W, R]
-    positions = torch.tensor([t.positions + t.positions[-1:] * p for t, p in zip(tiles, pad)], device=device)
-    last_positions = [t.positions[-1] for t in tiles]  # descending
+    counts = torch.tensor([t.rows for t in tiles], device=device)
+    # Row r of a tile, its last row for r past its count (the padding repeats it): [W, R] offsets from its first row.
+    offsets = torch.minimum(torch.arange(width, device=device)[None, :], counts[:, None] - 1)
+    rows = torch.tensor([t.first_token for t in tiles], device=device)[:, None] + offsets  # [W, R]
+    positions = torch.tensor([t.first_position for t in tiles], device=device)[:, None] + offsets
+    last_positions = [t.last_position for t in tiles]  # descending
     num_tiles = len(tiles)
     columns = width * group
 
