@@ -126,15 +126,22 @@ class CompletionsEndpoint:
     async def _forward(
         self, ctx: RequestContext, attempt: UpstreamAttempt, task: asyncio.Task[Any], receive: Receive, send: Send
     ) -> None:
-        """Steps 6-7: wait for the replica's answer and relay it, until it ends or the client leaves (the watcher
-        cancels `task`, the request's own)."""
+        """Steps 6-7: wait for the replica's answer and relay it, until it ends or the client leaves.
+
+        A client that leaves a stream cuts it: the watcher cancels `task` (the request's own), the upstream
+        connection closes and the replica stops; the tenant is charged what was generated. A client that leaves a
+        non-streamed request does not stop it: the replica could only be stopped without saying what it had
+        generated, so the tenant would pay nothing for work the replica did (a short client timeout plus retries
+        would buy generation for free). The answer is read to the end and dropped, and the tenant is charged its
+        usage, as OpenAI charges a request whose client timed out."""
         delivery = ctx.delivery
 
         async def watch_disconnect() -> None:
             while (await receive())["type"] != "http.disconnect":
                 pass
             delivery.client_gone = True
-            task.cancel()
+            if ctx.parsed.stream:
+                task.cancel()
 
         watcher = asyncio.get_running_loop().create_task(watch_disconnect())
         try:
@@ -202,6 +209,9 @@ class CompletionsEndpoint:
         # The replica answered: it is healthy and the tenant used its tokens, even if the output check blocks.
         attempt.outcome, delivery.status = Outcome.OK, response.status
         delivery.delivered_any = True
+        if delivery.client_gone:  # nobody to answer: the usage above is what it was read for; the replica did no wrong
+            delivery.status = 499
+            return
         data = await self._parts.hooks.check_output(ctx.tenant, ctx.parsed.kind, data)
         if ctx.parsed.responses is not None:
             head = ResponseHead.new(ctx.parsed.model, ctx.parsed.responses)

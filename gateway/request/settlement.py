@@ -9,7 +9,8 @@ cannot skip it, and it runs once per request by construction. What is charged:
     completed                             the upstream's usage; without usage: our prompt count + the delivered text
     cut mid-stream / disconnected         the upstream's usage if it came, else our prompt count + delivered text
     blocked by an output guardrail        our prompt count + the text generated up to the block (upstream cut)
-    client gone before the first byte     our prompt count, when the replica had taken the request
+    client gone before the first byte     our prompt count, when the replica had taken the request (a stream)
+    client gone, not streamed             the upstream's usage: the answer is read to its end and dropped
 
 It also writes the request's access-log line (gateway/access_log.py), refusals included: an admitted request's from
 its settlement task, with the tokens charged; any other's here, at once.

@@ -1,6 +1,6 @@
-"""A streaming upstream that takes its time: one piece every `delay_s` (a request's `fake_delay_s` overrides it),
-counting the requests it received, the streams it ran to the end and the ones its client cut (the gateway closing
-the connection is how it cancels upstream work)."""
+"""An upstream that takes its time: one piece every `delay_s` (a request's `fake_delay_s` overrides it), streamed,
+or all at once at the end for a request with `"stream": false`; it counts the requests it received, the answers it
+ran to the end and the ones its client cut (the gateway closing the connection is how it cancels upstream work)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import StreamingResponse
+from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 
@@ -22,7 +22,28 @@ class SlowUpstream:
     async def chat(self, request: Request):
         body = await request.json()
         self.received += 1
-        return StreamingResponse(self.stream(body.get("fake_delay_s", self.delay_s)), media_type="text/event-stream")
+        delay_s = body.get("fake_delay_s", self.delay_s)
+        if body.get("stream") is False:
+            return JSONResponse(await self.whole(delay_s))
+        return StreamingResponse(self.stream(delay_s), media_type="text/event-stream")
+
+    async def whole(self, delay_s: float) -> dict:
+        try:
+            await asyncio.sleep(delay_s * len(self.pieces))
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        self.finished += 1
+        n = len(self.pieces)
+        message = {"role": "assistant", "content": "".join(self.pieces)}
+        return {
+            "id": "c",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "tiny",
+            "choices": [{"index": 0, "message": message, "finish_reason": "length"}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": n, "total_tokens": 5 + n},
+        }
 
     async def stream(self, delay_s: float):
         try:
