@@ -120,6 +120,11 @@ class MemoryStore:
         return denied  # reason "" = admitted
 
     async def settle(self, s: Settlement) -> None:
+        tenant = self._tenants.get(s.tenant_id)
+        if s.tenant_created_ms and (tenant is None or tenant.created_ms != s.tenant_created_ms):
+            # As settle.lua: its tenant was deleted (perhaps created again under the same id, another tenant) while
+            # it ran; its refund would put the new one's spend below zero, its usage would land on it.
+            return
         spent = self._spent[s.tenant_id]
         if s.kind == base.RECORD:  # see settle.lua: usage and budget spend only (nothing resends to this store)
             spent["d:" + s.day] += s.actual_in + s.actual_out
@@ -128,7 +133,6 @@ class MemoryStore:
             _count_usage(self._usage[(s.tenant_id, s.day)], s)
             return
         self._inflight[s.tenant_id].pop(s.request_id, None)
-        tenant = self._tenants.get(s.tenant_id)
         key = self._keys.get(s.digest)
         now = self._clock_ms()
         refund_in, refund_out = s.reserved_in - s.actual_in, s.reserved_out - s.actual_out
@@ -162,8 +166,9 @@ class MemoryStore:
         old = self._tenants.get(tenant.id)
         tenant = copy.deepcopy(tenant)
         tenant.gen = (old.gen if old else 0) + 1
-        # kept across updates; a copy of a Redis record (fail-open state) keeps Redis' stamp
-        tenant.created_ms = old.created_ms if old else (tenant.created_ms or now_ms())
+        # kept across updates; a copy of a Redis record (fail-open state) takes Redis' stamp, which the settlements
+        # of the requests it admits carry (a record from before the stamps gets one in Redis on its next write)
+        tenant.created_ms = tenant.created_ms or (old.created_ms if old else now_ms())
         self._tenants[tenant.id] = tenant
         return copy.deepcopy(tenant)
 

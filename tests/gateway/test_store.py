@@ -54,7 +54,9 @@ class Harness:
         admission.request_id, admission.prompt = request_id, prompt
         return admission
 
-    async def settle(self, tenant_id: str, digest: str, admission, actual_in: int, actual_out: int) -> None:
+    async def settle(
+        self, tenant_id: str, digest: str, admission, actual_in: int, actual_out: int, tenant_created_ms: int = 0
+    ) -> None:
         await self.store.settle(
             Settlement(
                 tenant_id,
@@ -67,6 +69,7 @@ class Harness:
                 actual_out,
                 admission.day,
                 admission.month,
+                tenant_created_ms=tenant_created_ms,
             )
         )
 
@@ -330,6 +333,23 @@ async def test_a_tenant_created_again_after_delete_is_a_new_one(h):
     await h.store.put_key(ApiKey(key_id_of(k), t, k))
     assert (await h.admit(t, k)).ok
     assert await h.store.usage(t, [a.day]) == {}
+
+
+async def test_a_request_of_a_deleted_tenant_settles_nothing_on_the_one_created_again(h):
+    """The request was admitted, its tenant deleted and created again under the same id while it ran: its refund
+    must not lower the new tenant's spend (a budget below zero is free tokens), nor its usage land there."""
+    t, k = await h.tenant(daily_tokens=100)
+    a = await h.admit(t, k, prompt=30, max_tokens=40)
+    created_ms = (await h.store.get_tenant(t)).created_ms
+    assert a.ok and created_ms
+    assert await h.store.delete_tenant(t)
+    await asyncio.sleep(0.002)  # the new record's stamp is another millisecond's
+    await h.store.put_tenant(Tenant(id=t, daily_tokens=100))
+    await h.store.put_key(ApiKey(key_id_of(k), t, k))
+    await h.settle(t, k, a, actual_in=30, actual_out=5, tenant_created_ms=created_ms)
+    assert await h.store.usage(t, [a.day]) == {}
+    assert (await h.admit(t, k, prompt=50, max_tokens=45)).ok
+    assert (await h.admit(t, k, prompt=1, max_tokens=10)).reason == base.DAILY_BUDGET
 
 
 async def test_redis_clock_not_the_gateways(monkeypatch, clean_redis):
