@@ -16,7 +16,7 @@ import re
 import secrets
 from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field, replace
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import AfterValidator, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator
 
@@ -295,8 +295,12 @@ def check_models_served(models: list[str], served: Collection[str]) -> None:
 BUDGET_PRICE_FIELDS = frozenset({*TENANT_USD_FIELDS, "models"})
 """The updates that can leave a USD budget without a priced model to count."""
 
-CheckTenant = Callable[[Tenant, dict[str, Any]], Tenant]
-"""Applies an update (or a new tenant's fields) to a tenant, or raises the 400 that says what is wrong."""
+
+class CheckTenant(Protocol):
+    def __call__(self, tenant: Tenant, updates: dict[str, Any], current: Tenant | None = None) -> Tenant:
+        """Applies an update (or a new tenant's fields) to `tenant`, or raises the 400 that says what is wrong.
+        `current`: the stored record an update lands on, where a USD budget is checked as the update leaves it."""
+        ...
 
 
 def make_tenant_check(
@@ -306,11 +310,14 @@ def make_tenant_check(
     from policy_name_check) or model the gateway does not define is a 400, and so is a budget in US dollars on a
     tenant none of whose models has a price (`priced`: the served models with one)."""
 
-    def check_tenant(tenant: Tenant, updates: dict[str, Any]) -> Tenant:
+    def check_tenant(tenant: Tenant, updates: dict[str, Any], current: Tenant | None = None) -> Tenant:
         tenant = apply_tenant_fields(tenant, updates, check_policy)
         check_models_served(tenant.models, served)
-        if BUDGET_PRICE_FIELDS.intersection(updates):  # an unrelated update of an older record still lands
-            check_budget_priced(tenant, priced, served)
+        changed = BUDGET_PRICE_FIELDS.intersection(updates)
+        if changed:  # an unrelated update of an older record still lands
+            # on an update, the stored record as it will be: new models alone can leave its budget without a price
+            after = tenant if current is None else replace(current, **{name: getattr(tenant, name) for name in changed})
+            check_budget_priced(after, priced, served)
         return tenant
 
     return check_tenant

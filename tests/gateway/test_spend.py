@@ -32,6 +32,7 @@ CHAT = [{"role": "user", "content": "What does the ledger say?"}]
 def priced_config(upstream_url: str, tokenizer_dir: str, redis_url: str | None) -> dict:
     config = gateway_config([upstream_url], tokenizer_dir, redis_url)
     config["models"]["small"] = copy.deepcopy(config["models"]["tiny"])
+    config["models"]["plain"] = copy.deepcopy(config["models"]["tiny"])  # no price
     config["models"]["tiny"]["price"] = TINY_PRICE
     config["models"]["small"]["price"] = SMALL_PRICE
     return config
@@ -39,7 +40,7 @@ def priced_config(upstream_url: str, tokenizer_dir: str, redis_url: str | None) 
 
 @pytest.fixture(scope="module", params=["local", "redis"])
 def priced(request, fake, tokenizer_dir):
-    """A gateway on either store, in front of the fake upstream, serving two priced models."""
+    """A gateway on either store, in front of the fake upstream, serving two priced models and one without a price."""
     if request.param == "redis":
         request.getfixturevalue("clean_redis")
     redis_url = REDIS_URL if request.param == "redis" else None
@@ -148,7 +149,14 @@ def test_budget_fields_are_validated(priced):
         refused = admin.http.patch(f"/tenants/{tenant}", json={"daily_budget_usd": value})
         assert refused.status_code == 400 and refused.json()["error"]["param"] == "daily_budget_usd"
     # one priced model among the tenant's is enough; none is refused (test_admin.py, on an unpriced gateway)
-    assert admin.http.patch(f"/tenants/{tenant}", json={"models": ["tiny"]}).status_code == 200
+    assert admin.http.patch(f"/tenants/{tenant}", json={"models": ["tiny", "plain"]}).status_code == 200
+    # ... also when only the models change: the stored budget would stop counting, silently
+    refused = admin.http.patch(f"/tenants/{tenant}", json={"models": ["plain"]})
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "budget_without_price"
+    assert admin.http.get(f"/tenants/{tenant}").json()["models"] == ["tiny", "plain"]
+    assert admin.http.patch(f"/tenants/{tenant}", json={"models": ["plain"], "daily_budget_usd": 0}).status_code == 400
+    both_off = {"models": ["plain"], "daily_budget_usd": 0, "monthly_budget_usd": 0}
+    assert admin.http.patch(f"/tenants/{tenant}", json=both_off).status_code == 200
 
 
 def test_prices_are_validated():
