@@ -1,5 +1,5 @@
 """Addresses spelled out for a reader: `john.doe at example dot com`, `john [at] example [dot] com`,
-`john(at)example(dot)org`. A model reads them as the address; Presidio's email pattern needs the `@` and the dots.
+`john(at)example(dot)org`, `john dot doe at example.com`. A model reads them as the address; Presidio's email pattern needs the `@` and the dots.
 
 `spelled_runs(text)` finds a local part, an "at" and a domain of two or more labels joined by "dot" or ".": a
 bracketed "[at]" with any dots, or a plain " at " with a spelled " dot " ("I work at example.com" is no address; a
@@ -20,7 +20,9 @@ COMMON_TLDS = frozenset(
 )
 _AT = r"(?:\s*[\[({<]\s*at\s*[\])}>]\s*|\s+at\s+|@)"
 _DOT = r"(?:\s*[\[({<]\s*dot\s*[\])}>]\s*|\s+dot\s+|\.)"
-_RUN = re.compile(rf"(?i)\b([a-z0-9][a-z0-9._%+-]*){_AT}([a-z0-9-]+(?:{_DOT}[a-z0-9-]+)+)")
+# The local part may be spelled too ("john dot doe at ..."): its labels hold no dot, so a run splits one way only,
+# and at most five of them, so a text of "x dot x dot ..." costs each word a bounded look, not the rest of the text.
+_RUN = re.compile(rf"(?i)\b([a-z0-9][a-z0-9_%+-]*(?:{_DOT}[a-z0-9_%+-]+){{0,4}}){_AT}([a-z0-9-]+(?:{_DOT}[a-z0-9-]+)+)")
 _DOT_ONLY = re.compile(_DOT, re.IGNORECASE)
 _BRACKETED_AT = re.compile(r"(?i)[\[({<]\s*at\s*[\])}>]")
 _SPELLED_DOT = re.compile(r"(?i)[\[({<]\s*dot\s*[\])}>]|\sdot\s")
@@ -41,5 +43,6 @@ def spelled_runs(text: str) -> list[EncodedRun]:
         labels = _DOT_ONLY.split(match[2])
         if labels[-1].lower() not in COMMON_TLDS:
             continue
-        runs.append(EncodedRun(match.start(), match.end(), f"{match[1]}@{'.'.join(labels)}"))
+        local = ".".join(_DOT_ONLY.split(match[1]))
+        runs.append(EncodedRun(match.start(), match.end(), f"{local}@{'.'.join(labels)}"))
     return runs

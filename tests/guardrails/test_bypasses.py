@@ -243,6 +243,8 @@ def _b64(text: str) -> str:
         ("mail john.doe at example dot com today", "mail <EMAIL_ADDRESS> today", "example"),
         ("mail john.doe [at] example [dot] co [dot] uk", "mail <EMAIL_ADDRESS>", "example"),
         ("mail john(at)example.org now", "mail <EMAIL_ADDRESS> now", "example"),
+        ("write to mary dot smith at gmail dot com today", "write to <EMAIL_ADDRESS> today", "mary"),
+        ("mail john dot doe at example.com now", "mail <EMAIL_ADDRESS> now", "john"),
     ],
 )
 def test_obfuscated_pii_is_redacted(served, content, expected, hidden):
