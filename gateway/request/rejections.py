@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from gateway.admin.tenants import Tenant
 from gateway.errors import ApiError, model_not_allowed, retry_after, unauthorized
 from gateway.store import base
 from gateway.store.base import Admission
+from gateway.store.spend import micro_usd
 
 _BUCKET_TEXT = {
     base.REQUESTS: ("requests", "requests per minute (rpm)", "rpm"),
@@ -13,7 +15,7 @@ _BUCKET_TEXT = {
 }
 
 
-def rejection(admission: Admission, model: str, prompt_tokens: int) -> ApiError:
+def rejection(admission: Admission, model: str, prompt_tokens: int, tenant: Tenant) -> ApiError:
     reason = admission.reason
     if reason == base.UNAUTHORIZED:
         return unauthorized("This API key is unknown, revoked or expired.")
@@ -22,6 +24,16 @@ def rejection(admission: Admission, model: str, prompt_tokens: int) -> ApiError:
     headers = retry_after(admission.retry_after_s)
     if reason in (base.DAILY_BUDGET, base.MONTHLY_BUDGET):
         period = "daily" if reason == base.DAILY_BUDGET else "monthly"
+        budget = tenant.daily_tokens if reason == base.DAILY_BUDGET else tenant.monthly_tokens
+        need = prompt_tokens + admission.reserved_out
+        if need > budget > 0:  # no Retry-After: a new day or month would refuse it too
+            return ApiError(
+                429,
+                f"Request too large for the {period} token budget: it needs {need} tokens (the prompt and "
+                f"max_tokens), the whole budget is {budget}. Send fewer tokens or a lower max_tokens.",
+                "insufficient_quota",
+                "insufficient_quota",
+            )
         return ApiError(
             429,
             f"You exceeded your {period} token budget; it renews in {admission.retry_after_s:.0f}s.",
@@ -31,6 +43,16 @@ def rejection(admission: Admission, model: str, prompt_tokens: int) -> ApiError:
         )
     if reason in (base.DAILY_BUDGET_USD, base.MONTHLY_BUDGET_USD):
         period = "daily" if reason == base.DAILY_BUDGET_USD else "monthly"
+        budget_usd = tenant.daily_budget_usd if reason == base.DAILY_BUDGET_USD else tenant.monthly_budget_usd
+        if admission.reserved_cost_micro_usd > micro_usd(budget_usd) > 0:
+            return ApiError(
+                429,
+                f"Request too large for the {period} spend budget: at most {admission.reserved_cost_micro_usd / 1e6:.6f}"
+                f" USD (the prompt and max_tokens at the model's price), the whole budget is {budget_usd:g} USD. "
+                "Send fewer tokens or a lower max_tokens.",
+                "insufficient_quota",
+                "insufficient_quota",
+            )
         return ApiError(
             429,
             f"You exceeded your {period} spend budget (USD); it renews in {admission.retry_after_s:.0f}s.",

@@ -227,10 +227,22 @@ def test_429_tokens_and_too_large(gateway):
 
 def test_429_insufficient_quota(gateway):
     admin = gateway.admin
+    key = admin.key(admin.tenant(daily_tokens=60))
+    statuses = [post(gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 10}) for _ in range(4)]
+    response = statuses[-1]
+    error = assert_openai_error(response, 429, "insufficient_quota")
+    assert error["type"] == "insufficient_quota" and "exceeded your daily token budget" in error["message"]
+    assert int(response.headers["retry-after"]) > 0
+
+
+def test_429_a_request_larger_than_the_whole_budget_says_so(gateway):
+    """Waiting for the next day would not help it: no Retry-After, and the message says what to change."""
+    admin = gateway.admin
     key = admin.key(admin.tenant(daily_tokens=50))
     response = post(gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 100})
     error = assert_openai_error(response, 429, "insufficient_quota")
-    assert error["type"] == "insufficient_quota" and "retry-after" in response.headers
+    assert "too large for the daily token budget" in error["message"] and "the whole budget is 50" in error["message"]
+    assert "retry-after" not in response.headers
 
 
 @pytest.mark.parametrize(

@@ -140,6 +140,15 @@ def test_a_tenant_out_of_money_is_refused_without_upstream_work(priced, fake, bu
     assert usage_response(gw, tenant)["total"]["cost_micro_usd"] == spent
 
 
+def test_a_request_dearer_than_the_whole_spend_budget_says_so(priced):
+    tenant = priced.admin.tenant(input_tpm=1_000_000, daily_budget_usd=0.0001)  # 100 micro-dollars
+    with pytest.raises(openai.RateLimitError) as refused:
+        chat(priced, priced.admin.key(tenant), max_tokens=100)  # 100 output tokens at 8 micro-dollars each
+    assert refused.value.code == "insufficient_quota"
+    assert "too large for the daily spend budget" in refused.value.message
+    assert "retry-after" not in refused.value.response.headers  # tomorrow's budget would refuse it too
+
+
 def test_budget_fields_are_validated(priced):
     admin = priced.admin
     tenant = admin.tenant(daily_budget_usd=5, monthly_budget_usd=120.5)
