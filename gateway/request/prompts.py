@@ -65,7 +65,11 @@ def _check_context(
     at_least: bool = False,
 ) -> None:
     """`at_least`: prompt_tokens is the length-only lower bound, checked before encoding a prompt that may not be
-    worth encoding."""
+    worth encoding: only a prompt that cannot fit alone is refused on it, so any other refusal gives the exact count.
+    The completion needs one token at least: a prompt that fills the window leaves no room for an answer."""
     max_len = max_context(model, tokenizer)
-    if max_len is not None and prompt_tokens + (parsed.max_tokens or 0) > max_len:
-        raise context_length_exceeded(prompt_tokens, parsed.max_tokens or 0, max_len, param, at_least)
+    if max_len is None or (at_least and prompt_tokens < max_len):
+        return
+    completion_tokens = parsed.max_tokens or 1
+    if prompt_tokens + completion_tokens > max_len:
+        raise context_length_exceeded(prompt_tokens, completion_tokens, max_len, param, at_least)

@@ -105,6 +105,38 @@ def test_a_prompt_too_long_by_its_length_alone_is_refused_unencoded(local_gatewa
         assert error["code"] == "context_length_exceeded" and "at least" in error["message"]  # not counted exactly
 
 
+def test_a_refusal_for_max_tokens_gives_the_exact_prompt_count(local_gateway):
+    """A short prompt with a max_tokens past the window: the message counts the rendered prompt exactly (the chat
+    template's tokens too), not the length-only lower bound."""
+    key = local_gateway.admin.key(local_gateway.admin.tenant(input_tpm=1_000_000))
+    headers = {"authorization": f"Bearer {key}"}
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "x"}]}
+    ok = httpx.post(
+        local_gateway.url + "/v1/chat/completions", headers=headers, timeout=30, json={**body, "max_tokens": 1}
+    )
+    prompt_tokens = 1_000_000 - int(ok.headers["x-ratelimit-remaining-input-tokens"])  # what admission counted
+    refused = httpx.post(
+        local_gateway.url + "/v1/chat/completions", headers=headers, timeout=30, json={**body, "max_tokens": 20_000}
+    )
+    error = refused.json()["error"]
+    assert error["code"] == "context_length_exceeded" and "at least" not in error["message"]
+    assert f"({prompt_tokens} in the prompt, 20000 for the completion)" in error["message"]
+
+
+def test_a_prompt_that_fills_the_window_leaves_no_room_for_an_answer(local_gateway):
+    """Without max_tokens the completion still needs a token: the gateway refuses it, as the replica would."""
+    key = local_gateway.admin.key(local_gateway.admin.tenant())
+    response = httpx.post(
+        local_gateway.url + "/v1/completions",
+        headers={"authorization": f"Bearer {key}"},
+        timeout=30,
+        json={"model": "tiny", "prompt": [7] * 4096},  # the window: max_model_len 4096
+    )
+    error = response.json()["error"]
+    assert response.status_code == 400 and (error["code"], error["param"]) == ("context_length_exceeded", "prompt")
+    assert "(4096 in the prompt, 1 for the completion)" in error["message"]
+
+
 # -- real-world chat templates, on the tiny model's vocabulary -------------------------------------------------------
 # Shortened from the models' own tokenizer_config.json (the structure and the features they lean on are kept:
 # strftime_now, tojson with indent, namespace, raise_exception, {% generation %}, tools, trim/lstrip blocks).
