@@ -9,8 +9,15 @@ from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from engine.server import sse
-from engine.server.errors import InvalidRequestError
-from sluicegate.responses import ResponseHead, ResponsesRequestError, ResponsesStream, response_object, to_chat
+from engine.server.errors import APIError, InvalidRequestError
+from sluicegate.responses import (
+    ResponseHead,
+    ResponsesRequestError,
+    ResponsesStream,
+    response_object,
+    responses_names,
+    to_chat,
+)
 from sluicegate.responses.request import JsonObject
 
 
@@ -28,7 +35,11 @@ async def serve(
     """The Responses answer to `body`, from `generate_chat`'s answer to the equivalent chat body."""
     chat = chat_body(body)
     head = ResponseHead.new(model_name, body)
-    answer = await generate_chat(chat)
+    try:
+        answer = await generate_chat(chat)
+    except APIError as exc:  # found on the chat request: named as the client's Responses request names it
+        exc.message, exc.param = responses_names(exc.message, exc.param)
+        raise
     if isinstance(answer, StreamingResponse):
         return sse.response(_translated(answer.body_iterator, ResponsesStream(head)))
     if answer.status_code != 200:

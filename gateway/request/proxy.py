@@ -35,7 +35,7 @@ from gateway.request.spans import stage
 from gateway.request.stream import StreamScanner, choice_texts, error_event
 from gateway.request.usage import completion_count
 from gateway.request_ids import REQUEST_ID, client_request_id
-from sluicegate.responses import ResponseHead, ResponsesStream, response_object
+from sluicegate.responses import ResponseHead, ResponsesStream, response_object, responses_names
 
 _PATHS = {
     CHAT: "/v1/chat/completions",
@@ -117,7 +117,7 @@ class CompletionsEndpoint:
             except ApiError as error:
                 ctx.delivery.status, ctx.delivery.error_code = error.status, error.code or error.type
                 p.refusals.record(ctx, error, header(scope, b"authorization"))
-                await send_error(send, error, [(REQUEST_ID, ctx.shown_request_id)])
+                await send_error(send, self._named(error), [(REQUEST_ID, ctx.shown_request_id)])
                 return
             except ClientGone:
                 return
@@ -161,7 +161,7 @@ class CompletionsEndpoint:
                     await self._relay_json(ctx, attempt, send)
         except ApiError as error:
             delivery.status, delivery.error_code = error.status, error.code or error.type
-            await send_error(send, error, ctx.headers)
+            await send_error(send, self._named(error), ctx.headers)
         except asyncio.CancelledError:
             if delivery.client_gone:
                 attempt.outcome, delivery.status = Outcome.CLIENT_DISCONNECT, 499
@@ -172,6 +172,13 @@ class CompletionsEndpoint:
         finally:
             watcher.cancel()
             await attempt.stop_opening()  # the client left while it was still opening
+
+    def _named(self, error: ApiError) -> ApiError:
+        """A /v1/responses request was checked, and sent upstream, as the chat request it maps onto: its errors name
+        the fields its client sent (max_output_tokens, input, text.format), not the chat body's."""
+        if self._kind == RESPONSES:
+            error.message, error.param = responses_names(error.message, error.param)
+        return error
 
     async def _cut_by_shutdown(self, ctx: RequestContext, attempt: UpstreamAttempt, send: Send) -> None:
         """A stream under way ends with an error event, an answer not yet started is a 503: the client learns why

@@ -7,7 +7,7 @@ an ordinary chat request; a replica serves /v1/responses with the same translati
 """
 
 from sluicegate.responses.answer import ResponseHead, response_object
-from sluicegate.responses.request import ResponsesRequestError, to_chat
+from sluicegate.responses.request import ResponsesRequestError, responses_names, to_chat
 from sluicegate.responses.stream import ResponsesStream
 
-__all__ = ["ResponseHead", "ResponsesRequestError", "ResponsesStream", "response_object", "to_chat"]
+__all__ = ["ResponseHead", "ResponsesRequestError", "ResponsesStream", "response_object", "responses_names", "to_chat"]

@@ -20,6 +20,7 @@ another API's parameter ("guided_choice") is not silently dropped.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 JsonObject = dict[str, Any]
@@ -48,12 +49,38 @@ class ResponsesRequestError(ValueError):
         self.param = param
 
 
+_CHAT_FIELDS = {
+    "max_tokens": "max_output_tokens",
+    "max_completion_tokens": "max_output_tokens",
+    "messages": "input",
+    "prompt": "input",
+    "response_format": "text.format",
+}
+"""Chat body fields an error can name -> the Responses field the client set (a path below one does not map)."""
+_CHAT_FIELD_WORD = re.compile(r"\b(max_completion_tokens|max_tokens|response_format)\b")
+
+
+def responses_names(message: str, param: str | None) -> tuple[str, str | None]:
+    """An error found on the chat request (a bad max_tokens, a prompt past the window, a schema that does not
+    compile), in the names of the Responses request its client sent."""
+    if param is not None:
+        root = re.match(r"[A-Za-z_]*", param)
+        field = _CHAT_FIELDS.get(root[0] if root else "")
+        param = field if field is not None else param
+    return _CHAT_FIELD_WORD.sub(lambda m: _CHAT_FIELDS[m[1]], message), param
+
+
 def to_chat(body: JsonObject) -> JsonObject:
     """The chat completions body for a Responses API request body; raises ResponsesRequestError."""
     unknown = next((name for name in body if name not in _KNOWN), None)
     if unknown is not None:
         raise ResponsesRequestError(f"Unrecognized request argument supplied: {unknown}", unknown)
     _refuse_stateful(body)
+    metadata = body.get("metadata")
+    if metadata is not None and not (
+        isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())
+    ):  # ignored, but echoed in the answer: it must be what the API says it is
+        raise ResponsesRequestError("metadata must be an object of string values.", "metadata")
     chat: JsonObject = {key: body[key] for key in _PASSED_THROUGH if body.get(key) is not None}
     chat["messages"] = _messages(body.get("input"), body.get("instructions"))
     max_tokens = body.get("max_output_tokens")
@@ -117,7 +144,7 @@ def _messages(items: object, instructions: object) -> list[JsonObject]:
         if not isinstance(instructions, str):
             raise ResponsesRequestError("instructions must be a string.", "instructions")
         messages.append({"role": "system", "content": instructions})
-    if isinstance(items, str):
+    if isinstance(items, str) and items:
         messages.append({"role": "user", "content": items})
     elif isinstance(items, list) and items:
         for i, item in enumerate(items):
