@@ -55,7 +55,7 @@ class GuardrailPolicy(Schema):
     pii_default_threshold: Score = DEFAULT_SCORE_THRESHOLD
     """Minimum score for entities without their own threshold (Presidio scores: 1.0 checksum-valid, 0.4 phone...)."""
     pii_action: PiiAction = "off"
-    """Input PII: off | detect (metrics and header only) | redact | block."""
+    """Input PII: off | detect (counted in sluicegate_guardrail_findings_total only) | redact | block."""
     redaction_style: RedactionStyle = "placeholder"
     """placeholder: `<EMAIL_ADDRESS>`; mask: each character replaced by `*` (length kept)."""
     output_pii_action: PiiAction = "off"

@@ -34,12 +34,6 @@ class InputVerdict:
     def entity_counts(self) -> dict[str, int]:
         return dict(Counter(f.entity for per_text in self.findings for f in per_text if not f.continuation))
 
-    def header_value(self) -> str:
-        """For a response header such as `x-sluicegate-guardrails`:
-        `action=redact; pii=EMAIL_ADDRESS:2; injection=0.12`."""
-        counts = ",".join(f"{entity}:{count}" for entity, count in sorted(self.entity_counts().items()))
-        return f"action={self.action}; pii={counts or 'none'}; injection={self.injection_score:.2f}"
-
     def raise_if_blocked(self) -> None:
         if self.blocked:
             entities = tuple(sorted(self.entity_counts())) if self.blocked_reason == "pii" else ()

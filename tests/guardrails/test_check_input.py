@@ -83,15 +83,6 @@ def test_off_policy_does_nothing(guardrails_engine):
     assert verdict.action == "allow" and verdict.findings == ((), ()) and verdict.injection_score == 0.0
 
 
-def test_header_value_names_types_never_values(guardrails_engine):
-    verdict = guardrails_engine.check_input(
-        [EMAIL_TEXT + " card 4111 1111 1111 1111"], GuardrailPolicy(pii_action="redact", injection_action="detect")
-    )
-    header = verdict.header_value()
-    assert header.startswith("action=redact; pii=CREDIT_CARD:1,EMAIL_ADDRESS:1; injection=")
-    assert "maria" not in header and "4111" not in header
-
-
 def test_policies_differ_per_tenant(metered):
     engine, registry = metered
     text = "card 4111 1111 1111 1111, ip 10.1.2.3"
