@@ -52,19 +52,27 @@ class CompletionFormat:
 
     def logprobs(self, entries: list[TokenLogprob], text_offset: int) -> dict:
         """{"tokens", "token_logprobs", "top_logprobs", "text_offset"}; offsets are characters into the choice's
-        text, continuing from `text_offset` for stream chunks."""
-        tokens, offsets = [], []
+        text, continuing from `text_offset` for stream chunks (a special token is listed but, left out of the
+        text, takes no characters). `top_logprobs` is a dict by token text, as OpenAI's: tokens with one text (the
+        parts of one UTF-8 character all read "\ufffd") keep the likeliest's logprob, not the last one's."""
+        tokens, offsets, special = [], [], self._tok.special_ids
         for entry in entries:
             token = self._tok.token_text(entry.token_id)
             tokens.append(token)
             offsets.append(text_offset)
-            text_offset += len(token)
+            text_offset += 0 if entry.token_id in special else len(token)
         return {
             "tokens": tokens,
             "token_logprobs": [_finite(e.logprob) for e in entries],
-            "top_logprobs": [{self._tok.token_text(t): _finite(lp) for t, lp in e.top} for e in entries],
+            "top_logprobs": [self._top(entry) for entry in entries],
             "text_offset": offsets,
         }
+
+    def _top(self, entry: TokenLogprob) -> dict[str, float]:
+        top: dict[str, float] = {}
+        for token_id, logprob in entry.top:  # best first
+            top.setdefault(self._tok.token_text(token_id), _finite(logprob))
+        return top
 
 
 class ChatFormat:

@@ -23,6 +23,8 @@ class Tokenization:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenize")
         self._byte_level = isinstance(getattr(tokenizer.backend_tokenizer, "decoder", None), decoders.ByteLevel)
         self._byte_decoder = {c: b for b, c in _bytes_to_unicode().items()}
+        self.special_ids = frozenset(i for i, token in tokenizer.added_tokens_decoder.items() if token.special)
+        """What skip_special_tokens leaves out of a completion's text."""
 
     @classmethod
     def from_pretrained(cls, model_dir: str) -> Tokenization:
