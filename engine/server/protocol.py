@@ -308,6 +308,9 @@ def _template_message(message: Message, index: int) -> dict:
         if message.get(name) is not None and message["role"] != role:
             param = f"messages[{index}].{name}"
             raise InvalidRequestError(f"'{param}' is only allowed in a message with role '{role}'.", param=param)
+    if message["role"] == "tool" and message.get("tool_call_id") is None:  # as OpenAI: it names the call answered
+        param = f"messages[{index}].tool_call_id"
+        raise InvalidRequestError(f"Missing required parameter: '{param}'.", param=param)
     rendered: dict = {**message, "content": _content(message, index)}
     if message.get("tool_calls"):
         rendered["tool_calls"] = [

@@ -138,6 +138,10 @@ def parse_chat(body: JsonObject) -> ParsedRequest:
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise invalid_request(f"messages[{i}] must be an object with a string role.", param=f"messages[{i}]")
+        if message["role"] == "tool" and not isinstance(message.get("tool_call_id"), str):
+            # as OpenAI: a tool's answer names the call it answers (templates render it; parsers pair them)
+            param = f"messages[{i}].tool_call_id"
+            raise invalid_request(f"Missing required parameter: '{param}'.", param=param)
         content = message.get("content")
         if content is not None and not isinstance(content, (str, list)):
             raise invalid_request(

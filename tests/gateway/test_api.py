@@ -254,6 +254,7 @@ def test_429_a_request_larger_than_the_whole_budget_says_so(gateway):
         ({"model": "tiny"}, "messages"),
         ({"model": "tiny", "messages": []}, "messages"),
         ({"model": "tiny", "messages": ["hi"]}, "messages[0]"),
+        ({"model": "tiny", "messages": [{"role": "tool", "content": "sunny"}]}, "messages[0].tool_call_id"),
         ({"model": "tiny", "messages": CHAT, "max_tokens": 0}, "max_tokens"),
         ({"model": "tiny", "messages": CHAT, "max_tokens": "5"}, "max_tokens"),
         ({"model": "tiny", "messages": CHAT, "stream": "yes"}, "stream"),

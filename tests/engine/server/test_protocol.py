@@ -188,6 +188,7 @@ def test_chat_messages_and_logprobs():
         ([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}], "messages[0].content"),
         ([{"role": "user", "content": "\ud800"}], "messages[0].content"),
         ([{"role": "user", "content": "x", "tool_calls": []}], "messages[0].tool_calls"),
+        ([{"role": "user", "content": "x"}, {"role": "tool", "content": "sunny"}], "messages[1].tool_call_id"),
         (["hi"], "messages[0]"),
     ],
 )
