@@ -207,9 +207,8 @@ async def change_tenant(store: AdminStore, check_tenant: CheckTenant, tenant_id:
     """Writes only the fields `body` names; 404 when there is no such tenant."""
     # The audit log's "before", and the record a USD budget is checked on; the update itself is one store step.
     before = await store.get_tenant(tenant_id)
-    checked = check_tenant(
-        Tenant(id=tenant_id), body, before
-    )  # validated on a scratch record: only its fields are written
+    # Validated on a scratch record: only the fields `body` names are written.
+    checked = check_tenant(Tenant(id=tenant_id), body, before)
     tenant = await store.update_tenant(tenant_id, {name: getattr(checked, name) for name in body})
     if tenant is None:
         raise ApiError(404, f"No tenant {tenant_id!r}.", code="tenant_not_found", param="tenant")
