@@ -9,20 +9,22 @@ its own query and its own context alone, bit for bit, however the batch, the chu
   whatever the chunk; a tile past a row's position would be fully masked and leave its running max, sum and output
   exactly as they were (x * 1.0 + 0), so whether it is computed or skipped changes nothing;
 - every product is [key_tile, D] x [D, N] or [D + 1, key_tile] x [key_tile, N], N being a query tile's rows times
-  the query heads sharing a KV head. Their sums run over D or key_tile only, short enough that CPU BLAS sums a column
-  the same way for any N from 2 to thousands and any batch count; N = 1 takes a matrix-vector kernel that sums
-  otherwise, so a tile has at least two rows (the last repeated). tests/kernels/test_batch_invariant.py checks this
-  on the machine it runs on;
+  the query heads sharing a KV head, with N a multiple of COLUMN_MULTIPLE (a tile's last row repeated to fill it).
+  CPU BLAS computes a column with the kernel its place in the column blocking picks: on the project's Intel box any
+  N from 2 up gave a column the same bits, on its AMD box (MKL) only N in multiples of 16 did, wherever the column
+  sat and at any batch count (N = 1 takes a matrix-vector kernel that sums otherwise everywhere).
+  tests/kernels/test_batch_invariant.py checks this on the machine it runs on;
 - the softmax denominator comes out of the same product as the output (a row of ones under V), so no reduction
   whose order depends on the length runs; the maxima are exact in any order.
 
-Query tiles of one width share each product, so decode rows (tiles of 2) and prefill chunks (tiles of up to
-PREFILL_COLUMNS columns) are attended in separate passes. The mode costs more than the reference (docs/benchmarks.md),
+Query tiles of one width share each product, so decode rows (tiles of up to 2 rows) and prefill chunks (tiles of up
+to PREFILL_COLUMNS columns) are attended in separate passes. The mode costs more than the reference (docs/benchmarks.md),
 so it is opt-in. Shapes and arguments are kernels/reference.py's.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -33,7 +35,9 @@ __all__ = ["paged_decode_attention", "paged_prefill_attention", "write_kv_cache"
 
 KEY_TILE = 64
 PREFILL_COLUMNS = 1024
-_MIN_ROWS = 2
+COLUMN_MULTIPLE = 16
+# Decode rows (and a draft's verification pair) have a pass of their own: not padded to a prefill's width.
+_SHORT_ROWS = 2
 
 
 @dataclass(frozen=True)
@@ -72,7 +76,7 @@ def paged_prefill_attention(
 ) -> torch.Tensor:
     """Causal attention of each sequence's last q_len positions over its cache. query: [T, Hq, D] -> [T, Hq, D]."""
     group = query.shape[1] // key_cache.shape[2]
-    prefill_rows = max(_MIN_ROWS, PREFILL_COLUMNS // group)
+    prefill_rows = max(_SHORT_ROWS, PREFILL_COLUMNS // group)
     starts, lens = query_start_loc.tolist(), seq_lens.tolist()
     short: list[_QueryTile] = []
     long: list[_QueryTile] = []
@@ -81,7 +85,7 @@ def paged_prefill_attention(
         for offset in range(0, q_len, prefill_rows):
             count = min(prefill_rows, q_len - offset)
             tile = _QueryTile(seq, first + offset, seq_len - q_len + offset, count)
-            (short if q_len <= _MIN_ROWS else long).append(tile)
+            (short if q_len <= _SHORT_ROWS else long).append(tile)
     out = torch.empty_like(query)
     for tiles in (short, long):
         if tiles:
@@ -102,7 +106,8 @@ def _attend(
     num_q_heads, head_dim = query.shape[1], query.shape[2]
     block_size, num_kv_heads = key_cache.shape[1], key_cache.shape[2]
     group = num_q_heads // num_kv_heads
-    width = max(_MIN_ROWS, max(t.rows for t in tiles))
+    rows_multiple = COLUMN_MULTIPLE // math.gcd(COLUMN_MULTIPLE, group)  # so that width * group is a multiple
+    width = -(-max(t.rows for t in tiles) // rows_multiple) * rows_multiple
     # Longest context first: the tiles still reading at a key tile are a prefix, so each pass works on views.
     tiles = sorted(tiles, key=lambda t: -t.last_position)
     device = query.device

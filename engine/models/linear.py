@@ -34,20 +34,27 @@ def cpu_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
     return out if bias is None else out.add_(bias)
 
 
-def invariant_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """cpu_linear in tiles of SMALL_BATCH_ROWS rows: a row gets the same bits whatever else the step holds.
+INVARIANT_TILE_ROWS = 16
 
-    Why: CPU BLAS may sum a product's long dimension in another order once a call has more rows (on the project's
-    Intel box the 1,024-wide down projection parts past 32 rows at one thread and past 56 at two), so a row's result
-    depended on its neighbours. Up to SMALL_BATCH_ROWS rows, W @ xᵀ sums each column the same way at any row count
-    and thread count. Costs 1.05-1.6x cpu_linear on 48 to 2,048 rows (docs/benchmarks.md), hence a mode."""
+
+def invariant_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """cpu_linear in whole tiles of INVARIANT_TILE_ROWS rows (the last one padded with zeros): a row gets the same bits
+    whatever else the step holds.
+
+    Why: CPU BLAS may sum a product's long dimension in another order for another row count. On the project's Intel
+    box the 1,024-wide down projection parted past 32 rows at one thread and past 56 at two; on its AMD box (MKL) a
+    row's bits changed with the row count even below 32 (24 of 48 row counts and positions tried). A product of one
+    shape, [N, K] x [K, 16], gives every row the same bits wherever it sits in the tile and at one thread or two (0
+    of 42 on the AMD box). The tiles cost 1.05-1.6x cpu_linear on 48 to 2,048 rows, and a decode step of a few rows
+    pays for 16 (docs/benchmarks.md), hence a mode."""
     rows = x.shape[0]
-    if rows <= SMALL_BATCH_ROWS:
-        return cpu_linear(x, weight, bias)
-    out = torch.empty(rows, weight.shape[0], dtype=x.dtype, device=x.device)
-    for start in range(0, rows, SMALL_BATCH_ROWS):
-        out[start : start + SMALL_BATCH_ROWS] = cpu_linear(x[start : start + SMALL_BATCH_ROWS], weight, bias)
-    return out
+    tiles = -(-rows // INVARIANT_TILE_ROWS)
+    padded = x.new_zeros(tiles * INVARIANT_TILE_ROWS, x.shape[1])
+    padded[:rows] = x
+    out = torch.empty(tiles * INVARIANT_TILE_ROWS, weight.shape[0], dtype=x.dtype, device=x.device)
+    for start in range(0, rows, INVARIANT_TILE_ROWS):
+        out[start : start + INVARIANT_TILE_ROWS] = cpu_linear(padded[start : start + INVARIANT_TILE_ROWS], weight, bias)
+    return out[:rows]
 
 
 def linear_for(device: torch.device, batch_invariant: bool = False) -> Linear:

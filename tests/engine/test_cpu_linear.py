@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.models.linear import SMALL_BATCH_ROWS, cpu_linear, invariant_linear, linear_for
+from engine.models.linear import INVARIANT_TILE_ROWS, SMALL_BATCH_ROWS, cpu_linear, invariant_linear, linear_for
 
 
 @pytest.mark.parametrize("rows", [0, 1, 2, 7, SMALL_BATCH_ROWS, SMALL_BATCH_ROWS + 1])
@@ -45,7 +45,7 @@ def test_the_invariant_product_gives_a_row_the_same_bits_at_any_row_count(thread
         x = torch.randn(300, 1024, generator=gen)
         weight = torch.randn(384, 1024, generator=gen)
         alone = torch.cat([invariant_linear(x[i : i + 1], weight) for i in range(8)])
-        for rows in (2, SMALL_BATCH_ROWS, SMALL_BATCH_ROWS + 1, 57, 100, 300):
+        for rows in (2, 5, INVARIANT_TILE_ROWS, INVARIANT_TILE_ROWS + 1, 31, 57, 100, 300):
             got = invariant_linear(x[:rows], weight)
             assert got.shape == (rows, 384) and got.is_contiguous()
             assert torch.equal(got[:8], alone[: min(rows, 8)]), rows
