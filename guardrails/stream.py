@@ -91,6 +91,30 @@ class _LowerCaseNameTail:
         return words[first]
 
 
+# A spelled-out address still arriving ("john dot doe at gmail dot", "john [at] example [d"): held whole, so that no
+# part of it goes out before spelled.py can read it as an address (it spans spaces, which the other tails stop at).
+# An ordinary sentence is held a word or two longer at most ("look at this", "is a").
+_SPELLED_MARK = r"(?:\s*[\[({<]\s*(?:at|dot)\s*[\])}>]\s*|\s+(?:at|dot)\s+)"
+_SPELLED_MARK_ARRIVING = r"(?:\s*[\[({<]\s*(?:a|at|d|do|dot)?\s*[\])}>]?|\s+(?:a|at|d|do|dot)?)"
+_SPELLED_CHAIN = rf"\b[\w%+\-]+(?:(?:{_SPELLED_MARK}|[.@])[\w%+\-]+)*"
+
+
+class _SpelledAddressTail:
+    """The longest trailing chain of labels joined by spelled or plain "at" and "dot", ending in a label, a mark, or a
+    mark still arriving. Searched from the end (`(?r)`: ~6 us on a full window, against ~50 us forwards); as a
+    reverse search stops at the first parse, the two endings are two patterns and the earlier start wins (a chain
+    "john dot d" could otherwise stop at "dot" + " d")."""
+
+    _ENDS_IN_LABEL_OR_MARK = regex.compile(rf"(?ri){_SPELLED_CHAIN}(?:{_SPELLED_MARK}|[.@])?$")
+    _ENDS_IN_ARRIVING_MARK = regex.compile(rf"(?ri){_SPELLED_CHAIN}{_SPELLED_MARK_ARRIVING}$")
+
+    def search(self, window: str) -> regex.Match[str] | None:
+        matches = [
+            m for m in (self._ENDS_IN_LABEL_OR_MARK.search(window), self._ENDS_IN_ARRIVING_MARK.search(window)) if m
+        ]
+        return min(matches, key=lambda m: m.start(), default=None)
+
+
 # A house number and the words after it, up to a street type ("2212 Orchard Way", "6 place de la Sonnen"): an address
 # still arriving, held so its number is not sent before the address is recognised.
 _ADDRESS_START_TAIL = regex.compile(r"\b\d{1,5}[A-Za-z]?(?:[-–]\d{1,5})?,?(?:\s+[\p{L}\p{M}'’.\-/]+){0,5}\s*$")
@@ -139,6 +163,7 @@ class StreamRedactor:
         self._tails: tuple[_Tail, ...] = (
             _TAILS
             + ((_PEM_BEGIN_TAIL,) if self._watch_pem else ())
+            + ((_SpelledAddressTail(),) if "EMAIL_ADDRESS" in policy.pii_entities else ())
             + ((_NAME_TAIL, _LowerCaseNameTail(shared_model().lower_case_names)) if names else ())
             + ((_ADDRESS_START_TAIL,) if "LOCATION" in policy.pii_entities else ())
         )

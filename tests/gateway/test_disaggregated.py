@@ -279,18 +279,32 @@ def test_a_client_cannot_send_its_own_kv_transfer_params(pool):
     assert pool.prefill.received == [] and pool.decode.received == []
 
 
-def test_a_client_gone_during_the_prefill_hop_releases_its_route(pool):
+def _leave_during_the_prefill_hop(pool, stream: bool) -> None:
     pool.prefill.mode, pool.prefill.delay_s = SLOW, PREFILL_TIMEOUT_S * 0.8  # slow, within the hop's timeout
-    gone = pool.routed("p0", "client_disconnect")
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(
             pool.gw.url + "/v1/chat/completions",
             headers={"authorization": f"Bearer {pool.key}"},
-            json={"model": "tiny", "messages": CHAT, "max_tokens": 2},
+            json={"model": "tiny", "messages": CHAT, "max_tokens": 2, "stream": stream},
             timeout=PREFILL_TIMEOUT_S * 0.3,
         )
+
+
+def test_a_stream_whose_client_left_during_the_prefill_hop_stops_and_releases_its_route(pool):
+    gone = pool.routed("p0", "client_disconnect")
+    _leave_during_the_prefill_hop(pool, stream=True)
     wait_until(lambda: pool.routed("p0", "client_disconnect") == gone + 1)
     assert len(pool.prefill.received) == 1 and pool.decode.received == []  # the decode hop never started
+
+
+def test_a_non_streamed_request_whose_client_left_during_the_prefill_hop_runs_to_its_end(pool):
+    """As any non-streamed request whose client left (tests/gateway/test_client_gone.py): it is answered and
+    charged, the answer dropped."""
+    _leave_during_the_prefill_hop(pool, stream=False)
+    gone = pool.routed("p0", "client_disconnect")
+    wait_until(lambda: len(pool.decode.received) == 1, timeout_s=PREFILL_TIMEOUT_S * 3)  # the decode hop ran
+    wait_until(pool.idle)
+    assert len(pool.prefill.received) == 1 and pool.routed("p0", "client_disconnect") == gone
 
 
 def test_a_refused_handoff_is_sent_again_without_it(tokenizer_dir):

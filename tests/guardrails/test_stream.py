@@ -48,10 +48,35 @@ def test_random_chunkings(guardrails_engine):
         assert _stream(guardrails_engine, chunks)[0] == EXPECTED
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Write to john dot doe at gmail dot com please.",
+        "Write to john [at] example [dot] com please.",
+        "mary dot smith at gmail dot com",
+        "It is a test of what is at stake, dot by dot.",
+    ],
+)
+def test_a_spelled_out_address_streams_as_it_is_redacted_whole(guardrails_engine, text):
+    """It spans spaces: held as a chain of labels and spelled marks, it never goes out in part (it once went out as
+    "john dot doe at gmail dot <EMAIL_ADDRESS>"), and ordinary text with "at" and "dot" streams unchanged."""
+    whole = guardrails_engine.redact_output(text, REDACT)
+    rng = random.Random(11)
+    for _ in range(20):
+        chunks, i = [], 0
+        while i < len(text):
+            size = rng.randint(1, 3)
+            chunks.append(text[i : i + size])
+            i += size
+        assert _stream(guardrails_engine, chunks)[0] == whole, chunks
+    assert ("<EMAIL_ADDRESS>" in whole) == ("stake" not in text)
+
+
 def test_holds_back_only_the_possible_entity(guardrails_engine):
+    """The last word, and the word before a space too: "is " may still become "is at example dot com"."""
     redactor = guardrails_engine.stream_redactor(REDACT)
-    assert redactor.feed("Hello there, my mail is ") == "Hello there, my mail is "
-    assert redactor.feed("jane.roe") == ""
+    assert redactor.feed("Hello there, my mail is ") == "Hello there, my mail "
+    assert redactor.feed("jane.roe") == "is "
     assert redactor.feed("@exam") == ""
     assert redactor.feed("ple.org and more") == "<EMAIL_ADDRESS> and "
     assert redactor.finish() == "more"
@@ -215,8 +240,8 @@ def test_random_small_chunkings_of_a_name(guardrails_engine):
 
 def test_a_name_is_held_until_two_words_follow(guardrails_engine):
     redactor = guardrails_engine.stream_redactor(NAMES)
-    assert redactor.feed("I think you should ask ") == "I think you should ask "
-    assert redactor.feed("Maria ") == ""
+    assert redactor.feed("I think you should ask ") == "I think you should "  # "ask " may start a spelled address
+    assert redactor.feed("Maria ") == "ask "
     assert redactor.feed("Gonzalez ") == ""
     assert redactor.feed("to call ") == ""
     assert redactor.feed("back soon.") == "<PERSON> to call back "
@@ -256,7 +281,9 @@ def test_the_hold_back_stays_bounded_with_names(guardrails_engine):
 
 def test_names_are_not_held_when_the_policy_has_no_names(guardrails_engine):
     redactor = guardrails_engine.stream_redactor(REDACT)
-    assert redactor.feed("Ask Maria Gonzalez ") == "Ask Maria Gonzalez "
+    assert (
+        redactor.feed("Ask Maria Gonzalez ") == "Ask Maria "
+    )  # only the last word, which a spelled address could grow from
 
 
 @pytest.mark.parametrize(
