@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     except ApiError as exc:
         print(f"sluicegate gateway: tenants seed {config.tenants_seed!r}: {exc.message}", file=sys.stderr)
         return 2
-    host, port = args.host or config.host, args.port or config.port
+    host = args.host or config.host
+    port = config.port if args.port is None else args.port  # 0: a free port, as `port: 0` in the config
 
     import uvicorn
 

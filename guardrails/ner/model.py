@@ -24,6 +24,16 @@ _SEGMENT_GAP_TOKENS = 3
 _FORMAT_VERSION = 1
 
 
+def _is_placeholder(text: str, span: Span) -> bool:
+    """A redaction's own placeholder ("<ORGANIZATION>", an all-caps word the tagger reads as an acronym): tagging it
+    would redact it again ("<<ORGANIZATION>>"), one bracket more each time a conversation goes round."""
+    return (
+        text[span.start - 1 : span.start] == "<"
+        and text[span.end : span.end + 1] == ">"
+        and text[span.start : span.end].isupper()
+    )
+
+
 def allowed_transitions() -> tuple[np.ndarray, np.ndarray]:
     """(start_ok[to], ok[from, to]): BIO forbids I-X unless after B-X or I-X."""
     start_ok = np.array([not t.startswith("I-") for t in TAGS])
@@ -116,7 +126,7 @@ class NerModel:
         emissions = self.weights[self.cache.ids(words, first, last)].sum(axis=1)
         for lo, hi in ranges:
             tags[lo:hi] = viterbi(emissions[lo - first : hi - first], self._transitions, self._start)
-        return tags_to_spans(tokens, tags, text)
+        return [span for span in tags_to_spans(tokens, tags, text) if not _is_placeholder(text, span)]
 
     def save(self, path: Path) -> None:
         # float16 halves the file; the perceptron's averaged weights need no more precision than that.

@@ -164,3 +164,9 @@ def test_concurrent_tagging_matches_serial():
     serial = [reference.predict(t) for t in texts]
     with ThreadPoolExecutor(8) as pool:
         assert list(pool.map(model.predict, texts)) == serial
+
+
+def test_a_placeholder_is_not_a_name_again(guardrails_engine):
+    """ "<ORGANIZATION>" reads as an all-caps acronym: redacting it again nested the brackets on every round trip."""
+    verdict = guardrails_engine.check_input(["Ask <ORGANIZATION> again, and Acme Corporation too."], NAMES)
+    assert verdict.texts == ("Ask <ORGANIZATION> again, and <ORGANIZATION> too.",)
