@@ -5,7 +5,7 @@
       up.lock            held (flock) while a stack runs; holds its pid and gateway URL, so a second `up` says so
       models/tiny/       the tiny offline model, made on first run
       gateway.yaml       the generated gateway config (replicas on free loopback ports)
-      tenants.yaml       the demo tenant and its key, seeded into the gateway at start
+      tenants.yaml       the demo tenant and its key, seeded into the gateway at start (mode 0600)
       demo-key           the demo API key (mode 0600), reused by every run: with Redis, one key, not one per run
       logs/*.log         each child's output
 
@@ -37,7 +37,7 @@ from typing import TextIO
 
 import yaml
 
-from sluicegate.up_demo import DEMO_TENANT, admin_token, demo_key, foreign_keys
+from sluicegate.up_demo import DEMO_TENANT, admin_token, demo_key, foreign_keys, write_private
 
 MODEL_NAME = "tiny"
 NUM_REPLICAS = 2
@@ -187,7 +187,7 @@ def write_gateway_files(
             }
         ]
     }
-    seed_path.write_text(yaml.safe_dump(seed, sort_keys=False))
+    write_private(seed_path, yaml.safe_dump(seed, sort_keys=False))  # it holds the demo key
     config_path = state_dir / "gateway.yaml"
     config = {
         "host": host,

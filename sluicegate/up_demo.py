@@ -31,10 +31,16 @@ def demo_key(state_dir: Path) -> str:
     if path.is_file() and path.read_text().strip():
         return path.read_text().strip()
     key = "sk-sg-demo-" + secrets.token_urlsafe(24)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # a secret: readable by its owner only
-    with os.fdopen(descriptor, "w") as handle:
-        handle.write(key + "\n")
+    write_private(path, key + "\n")
     return key
+
+
+def write_private(path: Path, text: str) -> None:
+    """A file holding a secret (the demo key, the tenants seed with it): readable by its owner only."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(descriptor, 0o600)  # a file an earlier run left keeps its mode through os.open
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(text)
 
 
 def admin_token(env: dict[str, str]) -> tuple[str, bool]:

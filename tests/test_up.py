@@ -17,7 +17,7 @@ import httpx
 import openai
 import pytest
 
-from sluicegate.up import REPLICA_KV_CACHE_BYTES, replica_args
+from sluicegate.up import REPLICA_KV_CACHE_BYTES, replica_args, write_gateway_files
 from sluicegate.up_demo import DEMO_KEY_ENV, DEMO_TENANT, admin_token, demo_key
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -133,6 +133,10 @@ def test_demo_key_is_kept_and_reused(tmp_path, monkeypatch):
     first = demo_key(tmp_path)
     assert first.startswith("sk-sg-demo-") and demo_key(tmp_path) == first
     assert (tmp_path / "demo-key").stat().st_mode & 0o777 == 0o600
+    (tmp_path / "tenants.yaml").write_text("left by an earlier run, world-readable")
+    write_gateway_files(tmp_path, "127.0.0.1", 8000, tmp_path, ["http://127.0.0.1:9"], first, ["both"])
+    seed = tmp_path / "tenants.yaml"
+    assert first in seed.read_text() and seed.stat().st_mode & 0o777 == 0o600  # it holds the key too
     monkeypatch.setenv(DEMO_KEY_ENV, "sk-sg-given")
     assert demo_key(tmp_path) == "sk-sg-given"
 
