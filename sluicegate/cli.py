@@ -17,7 +17,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "engine": ("engine.server.cli", "run one engine replica (OpenAI-compatible server)"),
     "admin": ("gateway.admin.cli", "administer tenants, keys, limits and usage through the admin API"),
     "make-tiny-model": ("engine.tiny_model", "write a small random-weight Llama model and tokenizer to a folder"),
-    "bench": ("bench.cli", "benchmarks: engine, serve, gateway, routing, guardrails"),
+    "bench": ("bench.cli", "benchmarks: engine, serve, gateway, routing, guardrails, disagg, console"),
     "capacity": ("sluicegate.capacity", "KV-cache capacity planner for a model on a GPU"),
 }
 

@@ -169,6 +169,11 @@ def _sluicegate(*args: str) -> list[str]:
     return [sys.executable, "-m", "sluicegate.cli", *args]
 
 
+# The banner's commands run as printed from any shell, the environment activated or not: this one's executables.
+_SCRIPT = Path(sys.executable).with_name("sluicegate")
+_SLUICEGATE = str(_SCRIPT) if _SCRIPT.is_file() else "sluicegate"
+
+
 def write_gateway_files(
     state_dir: Path, host: str, port: int, model_dir: Path, replica_urls: list[str], api_key: str, roles: list[str]
 ) -> Path:
@@ -438,13 +443,13 @@ Sluicegate is up. Ctrl-C stops it.
   admin     {admin}
   logs      {state_dir / "logs"}{note}
 
-sluicegate admin --url {stack.gateway_url} --token {admin} tenants list
+{_SLUICEGATE} admin --url {stack.gateway_url} --token {admin} tenants list
 
 curl {base_url}/chat/completions \\
   -H "Authorization: Bearer {stack.api_key}" -H "Content-Type: application/json" \\
   -d '{body}'
 
-python - <<'EOF'
+{sys.executable} - <<'EOF'
 from openai import OpenAI
 client = OpenAI(base_url="{base_url}", api_key="{stack.api_key}")
 messages = [{{"role": "user", "content": "Hello!"}}]

@@ -62,7 +62,7 @@ def stack(tmp_path_factory):
     lines = []
     for line in process.stdout:
         lines.append(line)
-        if line.startswith("EOF") and any(other.startswith("python - <<") for other in lines):
+        if line.startswith("EOF") and any(other.rstrip().endswith("- <<'EOF'") for other in lines):
             break
     output = "".join(lines)
     if process.poll() is not None or "api key" not in output:
@@ -149,8 +149,11 @@ def test_admin_token_is_made_unless_given():
 
 def test_printed_python_snippet_runs(stack):
     _, output, _ = stack
-    snippet = output.split("python - <<'EOF'\n", 1)[1].split("\nEOF", 1)[0]
-    result = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True, timeout=60)
+    head, rest = output.split(" - <<'EOF'\n", 1)
+    python = head.splitlines()[-1]  # the interpreter the banner names: this environment's, activated or not
+    assert python == sys.executable
+    snippet = rest.split("\nEOF", 1)[0]
+    result = subprocess.run([python, "-c", snippet], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() != ""
 
