@@ -1,5 +1,6 @@
 """Addresses spelled out for a reader: `john.doe at example dot com`, `john [at] example [dot] com`,
-`john(at)example(dot)org`, `john dot doe at example.com`. A model reads them as the address; Presidio's email pattern needs the `@` and the dots.
+`john(at)example(dot)org`, `john dot doe at example.com`. A model reads them as the address; Presidio's email
+pattern needs the `@` and the dots.
 
 `spelled_runs(text)` finds a local part, an "at" and a domain of two or more labels joined by "dot" or ".": a
 bracketed "[at]" with any dots, or a plain " at " with a spelled " dot " ("I work at example.com" is no address; a
