@@ -53,7 +53,9 @@ def find_in_normalized(scanner: PiiScanner, text: str, policy: GuardrailPolicy) 
     encoded: list[Finding] = []
     for finding in scanner.scan(decoded.text, policy):
         run = runs[bisect.bisect_right(starts, decoded.original_start(finding.start)) - 1]
-        # A run inside a direct finding (a JWT's payload, a key) is already covered by it, under its own label.
-        if all(run.end <= d.start or run.start >= d.end for d in direct):
+        # A run inside a direct finding (a JWT's payload, a key) is already covered by it, under its own label; one
+        # that only overlaps a direct finding ("\u006a\u006f\u0068n@gmail.com", where "n@gmail.com" matches as it
+        # stands) is the larger finding, and resolve_overlaps keeps it whole.
+        if not any(d.start <= run.start and run.end <= d.end for d in direct):
             encoded.append(Finding(finding.entity, run.start, run.end, finding.score))
     return resolve_overlaps(direct + encoded) if encoded else direct

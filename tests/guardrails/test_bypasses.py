@@ -245,6 +245,8 @@ def _b64(text: str) -> str:
         ("mail john(at)example.org now", "mail <EMAIL_ADDRESS> now", "example"),
         ("write to mary dot smith at gmail dot com today", "write to <EMAIL_ADDRESS> today", "mary"),
         ("mail john dot doe at example.com now", "mail <EMAIL_ADDRESS> now", "john"),
+        # the escaped letters decode to the name; "n@gmail.com" also matches as it stands
+        ("mail \\u006a\\u006f\\u0068n@gmail.com now", "mail <EMAIL_ADDRESS> now", "006a"),
     ],
 )
 def test_obfuscated_pii_is_redacted(served, content, expected, hidden):
