@@ -105,9 +105,11 @@ class ApiKeyRecognizer(PatternRecognizer):
         Pattern(
             "Secret assignment",
             r"(?<=(?i:api[_\-]?key|secret(?:[_\-]?key)?|access[_\-]?token|auth[_\-]?token|password|passwd)"
-            r"[\"']?\s{0,3}[:=]\s{0,3}[\"']?)[A-Za-z0-9_\-/+=.]{12,}",
+            r"[\"']?\s{0,3}[:=]\s{0,3}[\"']?)[A-Za-z0-9_\-/+=.!#$%^&*~]{12,}",
             0.6,
         ),
+        # A connection string's password: `postgres://admin:S3cr3tPass@db:5432/app` (the user name stays).
+        Pattern("Password in a URL", r"(?<=\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]+:)[^\s/@]{4,}(?=@)", 0.9),
     ]
     CONTEXT = ["key", "token", "secret", "api", "password", "credential"]
 

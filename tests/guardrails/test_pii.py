@@ -90,6 +90,20 @@ def test_secrets_without_digits_or_in_words_are_not_keys(guardrails_engine):
     assert finding.entity == "API_KEY"
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("DATABASE_URL=postgres://admin:S3cr3tPass@db.internal:5432/app", "postgres://admin:<API_KEY>@db.internal"),
+        ("redis://default:x9Kq2mPz7@cache:6379/0 and amqp://guest:guest@mq", "redis://default:<API_KEY>@cache"),
+        ("password=Hunter2Secret! and more", "password=<API_KEY> and more"),
+    ],
+)
+def test_passwords_in_connection_strings_and_assignments(guardrails_engine, text, expected):
+    """The password of a URL (not its user), and an assigned password with its punctuation (a "!" was left over)."""
+    policy = GuardrailPolicy(pii_entities=("API_KEY",), pii_action="redact")
+    assert expected in guardrails_engine.check_input([text], policy).texts[0]
+
+
 def test_overlaps_keep_the_strongest_finding():
     findings = [
         Finding("PHONE_NUMBER", 5, 16, 0.4),
