@@ -35,6 +35,7 @@ from guardrails.policy import GuardrailPolicy
 from guardrails.recognizers import (
     CaseInsensitiveIbanRecognizer,
     OfflineEmailRecognizer,
+    RegionalPhoneRecognizer,
     SeparatedCardRecognizer,
     own_recognizers,
 )
@@ -73,8 +74,8 @@ _PHONE_MIN_DIGITS = 6
 
 
 def stock_recognizers() -> list[EntityRecognizer]:
-    """Presidio's default English pattern recognizers (as its default registry loads them), email made offline and
-    cards with any separator (recognizers.py)."""
+    """Presidio's default English pattern recognizers (as its default registry loads them), email made offline,
+    cards with any separator and phone numbers of Spain too (recognizers.py)."""
     return [
         SeparatedCardRecognizer(),
         stock.UsBankRecognizer(),
@@ -91,7 +92,7 @@ def stock_recognizers() -> list[EntityRecognizer]:
         stock.MedicalLicenseRecognizer(),
         stock.MacAddressRecognizer(),
         stock.UuidRecognizer(),
-        stock.PhoneRecognizer(),
+        RegionalPhoneRecognizer(),
         stock.UrlRecognizer(),
     ]
 

@@ -17,8 +17,14 @@ import guardrails.presidio_import  # noqa: F401  (before presidio/spacy: keeps t
 
 import regex
 import tldextract
-from presidio_analyzer import EntityRecognizer, Pattern, PatternRecognizer
-from presidio_analyzer.predefined_recognizers import CreditCardRecognizer, EmailRecognizer, IbanRecognizer
+from presidio_analyzer import EntityRecognizer, Pattern, PatternRecognizer, RecognizerResult
+from presidio_analyzer.nlp_engine import NlpArtifacts
+from presidio_analyzer.predefined_recognizers import (
+    CreditCardRecognizer,
+    EmailRecognizer,
+    IbanRecognizer,
+    PhoneRecognizer,
+)
 
 from guardrails.ner.address import StreetAddressRecognizer
 from guardrails.ner.recognizer import NerRecognizer
@@ -170,3 +176,21 @@ class PrivateKeyRecognizer(PatternRecognizer):
 def own_recognizers() -> list[EntityRecognizer]:
     """Ours: secrets, names/places/organizations (the shipped tagger, loaded on first use) and street addresses."""
     return [ApiKeyRecognizer(), JwtRecognizer(), PrivateKeyRecognizer(), NerRecognizer(), StreetAddressRecognizer()]
+
+
+class RegionalPhoneRecognizer(PhoneRecognizer):
+    """Presidio's phone recognizer over its default regions and Spain's, whose national numbers ("91 123 45 67",
+    "612 34 56 78") none of them parses. On 4,014 benign texts with digits (the injection sets' benign prompts, EWT,
+    WNUT-17) Spain added two findings, both US ZIP+4 codes ("78712-1179"), which are kept out here."""
+
+    REGIONS = (*PhoneRecognizer.DEFAULT_SUPPORTED_REGIONS, "ES")
+    _ZIP_PLUS_FOUR = regex.compile(r"\d{5}-\d{4}")
+
+    def __init__(self) -> None:
+        super().__init__(supported_regions=self.REGIONS)
+
+    def analyze(
+        self, text: str, entities: list[str], nlp_artifacts: NlpArtifacts | None = None
+    ) -> list[RecognizerResult]:
+        results = super().analyze(text, entities, nlp_artifacts)  # type: ignore[arg-type]  # it reads none
+        return [r for r in results if not self._ZIP_PLUS_FOUR.fullmatch(text, r.start, r.end)]

@@ -104,6 +104,14 @@ def test_passwords_in_connection_strings_and_assignments(guardrails_engine, text
     assert expected in guardrails_engine.check_input([text], policy).texts[0]
 
 
+def test_spanish_national_phone_numbers_are_found_and_zip_codes_are_not(guardrails_engine):
+    policy = GuardrailPolicy(pii_action="redact")
+    text = "Llámame al 91 123 45 67 o al 612 34 56 78 (móvil 612345678); zip 78712-1179."
+    assert guardrails_engine.check_input([text], policy).texts == (
+        "Llámame al <PHONE_NUMBER> o al <PHONE_NUMBER> (móvil <PHONE_NUMBER>); zip 78712-1179.",
+    )
+
+
 def test_overlaps_keep_the_strongest_finding():
     findings = [
         Finding("PHONE_NUMBER", 5, 16, 0.4),
