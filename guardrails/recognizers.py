@@ -88,7 +88,14 @@ class SeparatedCardRecognizer(CreditCardRecognizer):
             rf"\b(?!1\d{{12}}(?!\d))((4\d{{3}})|(5[0-5]\d{{2}})|(6\d{{3}})|(1\d{{3}})|(3\d{{3}})){_CARD_SEPARATOR}"
             rf"(\d{{3,4}}){_CARD_SEPARATOR}(\d{{3,4}}){_CARD_SEPARATOR}(\d{{3,5}})\b",
             0.3,
-        )
+        ),
+        # Diners Club's 14 digits in fours with two left over (`3056 9309 0259 04`), which the groups above cannot
+        # end on: 4-6-4 and unbroken runs already parse there.
+        Pattern(
+            "Diners Club (4-4-4-2)",
+            rf"\b3[0689]\d{{2}}(?:{_CARD_SEPARATOR}\d{{4}}){{2}}{_CARD_SEPARATOR}\d{{2}}\b",
+            0.3,
+        ),
     ]
 
     def __init__(self) -> None:

@@ -112,6 +112,13 @@ def test_spanish_national_phone_numbers_are_found_and_zip_codes_are_not(guardrai
     )
 
 
+@pytest.mark.parametrize("card", ["3056 9309 0259 04", "3056-9309-0259-04", "3056.9309.0259.04"])
+def test_a_diners_card_in_its_usual_grouping_is_found(guardrails_engine, card):
+    policy = GuardrailPolicy(pii_action="redact")
+    assert guardrails_engine.check_input([f"card {card} ok"], policy).texts == ("card <CREDIT_CARD> ok",)
+    assert guardrails_engine.check_input(["ref 3056 9309 0259 05 ok"], policy).texts == ("ref 3056 9309 0259 05 ok",)
+
+
 def test_overlaps_keep_the_strongest_finding():
     findings = [
         Finding("PHONE_NUMBER", 5, 16, 0.4),
