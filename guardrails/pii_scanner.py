@@ -55,7 +55,7 @@ _TRIGGERS: dict[str, regex.Pattern] = {
     "CRYPTO": regex.compile(r"(?:bc1|[13])[a-zA-HJ-NP-Z0-9]{25}"),
     "API_KEY": regex.compile(
         r"sk-|AKIA|ASIA|ABIA|ACCA|gh[pousr]_|github_pat_|xox[abprs]-|AIza|_live_|_test_"
-        r"|(?i:key|secret|token|passw)|://[^\s/@]+:[^\s/@]+@"
+        r"|(?i:key|secret|token|passw)|://[^\s/@:]+:[^\s/@]+@"
     ),
     "JWT": regex.compile(r"eyJ"),
     "PRIVATE_KEY": regex.compile(r"PRIVATE KEY"),

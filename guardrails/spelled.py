@@ -23,7 +23,13 @@ _AT = r"(?:\s*[\[({<]\s*at\s*[\])}>]\s*|\s+at\s+|@)"
 _DOT = r"(?:\s*[\[({<]\s*dot\s*[\])}>]\s*|\s+dot\s+|\.)"
 # The local part may be spelled too ("john dot doe at ..."): its labels hold no dot, so a run splits one way only,
 # and at most five of them, so a text of "x dot x dot ..." costs each word a bounded look, not the rest of the text.
-_RUN = re.compile(rf"(?i)\b([a-z0-9][a-z0-9_%+-]*(?:{_DOT}[a-z0-9_%+-]+){{0,4}}){_AT}([a-z0-9-]+(?:{_DOT}[a-z0-9-]+)+)")
+# A run starts only where no label character precedes it and its labels are possessive: with `\b`, "a-a-a-..." was
+# a start after every "-", each reading the rest of the run (2.9 s on 20 KB, holding the GIL); now 0.5 ms.
+_LOCAL_LABEL = r"[a-z0-9_%+-]++"
+_RUN = re.compile(
+    rf"(?i)(?<![a-z0-9_%+-])((?=[a-z0-9]){_LOCAL_LABEL}(?:{_DOT}{_LOCAL_LABEL}){{0,4}}){_AT}"
+    rf"([a-z0-9-]++(?:{_DOT}[a-z0-9-]++)+)"
+)
 _DOT_ONLY = re.compile(_DOT, re.IGNORECASE)
 _BRACKETED_AT = re.compile(r"(?i)[\[({<]\s*at\s*[\])}>]")
 _SPELLED_DOT = re.compile(r"(?i)[\[({<]\s*dot\s*[\])}>]|\sdot\s")

@@ -94,8 +94,10 @@ class _LowerCaseNameTail:
 # A spelled-out address still arriving ("john dot doe at gmail dot", "john [at] example [d"): held whole, so that no
 # part of it goes out before spelled.py can read it as an address (it spans spaces, which the other tails stop at).
 # An ordinary sentence is held a word or two longer at most ("look at this", "is a").
-_SPELLED_MARK = r"(?:\s*[\[({<]\s*(?:at|dot)\s*[\])}>]\s*|\s+(?:at|dot)\s+)"
-_SPELLED_MARK_ARRIVING = r"(?:\s*[\[({<]\s*(?:a|at|d|do|dot)?\s*[\])}>]?|\s+(?:a|at|d|do|dot)?)"
+# Spaces around a mark are bounded (three), as elsewhere: a run of whitespace (code indentation) costs each start a
+# short look, not the rest of the window.
+_SPELLED_MARK = r"(?:\s{0,3}[\[({<]\s{0,3}(?:at|dot)\s{0,3}[\])}>]\s{0,3}|\s{1,3}(?:at|dot)\s{1,3})"
+_SPELLED_MARK_ARRIVING = r"(?:\s{0,3}[\[({<]\s{0,3}(?:a|at|d|do|dot)?\s{0,3}[\])}>]?|\s{1,3}(?:a|at|d|do|dot)?)"
 _SPELLED_CHAIN = rf"\b[\w%+\-]+(?:(?:{_SPELLED_MARK}|[.@])[\w%+\-]+)*"
 
 

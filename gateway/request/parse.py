@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from gateway.errors import invalid_request
-from sluicegate.responses import ResponsesRequestError, to_chat
+from gateway.errors import ApiError, invalid_request
+from sluicegate.responses import ResponsesRequestError, responses_names, to_chat
 
 CHAT = "chat"
 COMPLETIONS = "completions"
@@ -159,7 +159,11 @@ def parse_responses(body: JsonObject) -> ParsedRequest:
         chat = to_chat(body)
     except ResponsesRequestError as exc:
         raise invalid_request(exc.message, param=exc.param) from None
-    parsed = parse_chat(chat)
+    try:
+        parsed = parse_chat(chat)
+    except ApiError as error:  # found on the chat body it maps onto: named as the client's request names it
+        error.message, error.param = responses_names(error.message, error.param)
+        raise
     # Not the client's bytes: the upstream gets the chat body re-encoded (body.py sends raw bytes only when
     # `body is original_body`). The usage rides in every stream: response.completed reports it.
     parsed.original_body, parsed.responses, parsed.client_wants_usage = None, body, True

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from gateway.config import ModelConfig
 from gateway.errors import context_length_exceeded
-from gateway.request.parse import CHAT, ParsedRequest
+from gateway.request.parse import CHAT, EMBEDDINGS, ParsedRequest
 from gateway.request.tokenizer import PromptTokenizer, estimate_tokens
 
 
@@ -66,10 +66,11 @@ def _check_context(
 ) -> None:
     """`at_least`: prompt_tokens is the length-only lower bound, checked before encoding a prompt that may not be
     worth encoding: only a prompt that cannot fit alone is refused on it, so any other refusal gives the exact count.
-    The completion needs one token at least: a prompt that fills the window leaves no room for an answer."""
+    A completion needs one token at least: a prompt that fills the window leaves no room for an answer (an
+    embedding needs none)."""
     max_len = max_context(model, tokenizer)
     if max_len is None or (at_least and prompt_tokens < max_len):
         return
-    completion_tokens = parsed.max_tokens or 1
+    completion_tokens = parsed.max_tokens or (0 if parsed.kind == EMBEDDINGS else 1)
     if prompt_tokens + completion_tokens > max_len:
         raise context_length_exceeded(prompt_tokens, completion_tokens, max_len, param, at_least)

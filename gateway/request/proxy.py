@@ -117,7 +117,7 @@ class CompletionsEndpoint:
             except ApiError as error:
                 ctx.delivery.status, ctx.delivery.error_code = error.status, error.code or error.type
                 p.refusals.record(ctx, error, header(scope, b"authorization"))
-                await send_error(send, self._named(error), [(REQUEST_ID, ctx.shown_request_id)])
+                await send_error(send, self._named(ctx, error), [(REQUEST_ID, ctx.shown_request_id)])
                 return
             except ClientGone:
                 return
@@ -161,7 +161,8 @@ class CompletionsEndpoint:
                     await self._relay_json(ctx, attempt, send)
         except ApiError as error:
             delivery.status, delivery.error_code = error.status, error.code or error.type
-            await send_error(send, self._named(error), ctx.headers)
+            if not delivery.client_gone:  # a non-streamed request whose client left: nobody to tell
+                await send_error(send, self._named(ctx, error), ctx.headers)
         except asyncio.CancelledError:
             if delivery.client_gone:
                 attempt.outcome, delivery.status = Outcome.CLIENT_DISCONNECT, 499
@@ -173,10 +174,11 @@ class CompletionsEndpoint:
             watcher.cancel()
             await attempt.stop_opening()  # the client left while it was still opening
 
-    def _named(self, error: ApiError) -> ApiError:
+    def _named(self, ctx: RequestContext, error: ApiError) -> ApiError:
         """A /v1/responses request was checked, and sent upstream, as the chat request it maps onto: its errors name
-        the fields its client sent (max_output_tokens, input, text.format), not the chat body's."""
-        if self._kind == RESPONSES:
+        the fields its client sent (max_output_tokens, input, text.format), not the chat body's. Parsing names its
+        own (parse_responses): a client that sent `max_tokens` there is told that `max_tokens` is unknown."""
+        if self._kind == RESPONSES and ctx.phase >= RequestPhase.AUTHED:
             error.message, error.param = responses_names(error.message, error.param)
         return error
 

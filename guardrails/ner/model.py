@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import regex
 
 from guardrails.ner.features import FEATURES_PER_TOKEN, HASH_BITS, FeatureCache
 from guardrails.ner.lists import gazetteer
-from guardrails.ner.tokens import TAGS, Span, Token, tags_to_spans, tokenize
+from guardrails.ner.tokens import ENTITY_TYPES, TAGS, Span, Token, tags_to_spans, tokenize
 
 MODEL_PATH = Path(__file__).parent / "model" / "ner.npz"
 # Lower-case tokens tolerated between two capitalized ones in one segment ("Bank of America", "Jan van der Berg").
@@ -24,14 +25,19 @@ _SEGMENT_GAP_TOKENS = 3
 _FORMAT_VERSION = 1
 
 
+# What a redaction's placeholder can say: an entity name, all capitals, words joined by "_" ("EMAIL_ADDRESS").
+_PLACEHOLDER = regex.compile(r"[A-Z]+(?:_[A-Z]+)*")
+_ONE_WORD_ENTITIES = frozenset({*ENTITY_TYPES, "JWT", "URL", "CRYPTO", "NRP", "UUID"})
+
+
 def _is_placeholder(text: str, span: Span) -> bool:
     """A redaction's own placeholder ("<ORGANIZATION>", an all-caps word the tagger reads as an acronym): tagging it
-    would redact it again ("<<ORGANIZATION>>"), one bracket more each time a conversation goes round."""
-    return (
-        text[span.start - 1 : span.start] == "<"
-        and text[span.end : span.end + 1] == ">"
-        and text[span.start : span.end].isupper()
-    )
+    would redact it again ("<<ORGANIZATION>>"), one bracket more each time a conversation goes round. Only entity
+    names: a name a user wrote in brackets ("<JOHN SMITH>", "<MADRID>") is still a name."""
+    if text[span.start - 1 : span.start] != "<" or text[span.end : span.end + 1] != ">":
+        return False
+    name = text[span.start : span.end]
+    return _PLACEHOLDER.fullmatch(name) is not None and ("_" in name or name in _ONE_WORD_ENTITIES)
 
 
 def allowed_transitions() -> tuple[np.ndarray, np.ndarray]:

@@ -170,3 +170,6 @@ def test_a_placeholder_is_not_a_name_again(guardrails_engine):
     """ "<ORGANIZATION>" reads as an all-caps acronym: redacting it again nested the brackets on every round trip."""
     verdict = guardrails_engine.check_input(["Ask <ORGANIZATION> again, and Acme Corporation too."], NAMES)
     assert verdict.texts == ("Ask <ORGANIZATION> again, and <ORGANIZATION> too.",)
+    # a name a user wrote in brackets is still a name
+    verdict = guardrails_engine.check_input(["My name is <JOHN SMITH>, thanks."], NAMES)
+    assert verdict.texts == ("My name is <<PERSON>>, thanks.",)

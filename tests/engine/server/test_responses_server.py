@@ -197,6 +197,14 @@ def test_what_cannot_be_served_is_a_400_naming_the_field(api, body, param):
     assert "max_tokens" not in refused.value.body["message"] and "response_format" not in refused.value.body["message"]
 
 
+def test_a_chat_field_sent_to_responses_is_named_as_sent(api):
+    """`max_tokens` is not a Responses field: the refusal names it, not the max_output_tokens it would map to."""
+    responses, name = api
+    with pytest.raises(openai.BadRequestError) as refused:
+        responses.responses.create(model=name, input="hi", extra_body={"max_tokens": 5})
+    assert refused.value.body["param"] == "max_tokens" and "max_tokens" in refused.value.body["message"]
+
+
 def test_fields_clients_send_are_accepted_and_ignored(api):
     responses, name = api
     answer = responses.responses.create(
