@@ -4,6 +4,9 @@ one whose client timed out; a stream stops at once and is charged what was gener
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import httpx
 import pytest
 
@@ -35,12 +38,18 @@ def _leave_after_three_chunks(url: str, key: str) -> None:
                 break  # leaving the block closes the connection
 
 
-def test_a_non_streamed_request_whose_client_left_runs_to_its_end_and_is_charged_its_usage(tokenizer_dir, clean_redis):
-    upstream = SlowUpstream(PIECES, delay_s=0.06)  # the whole answer after ~1.2 s, long after the client's 0.4 s
+@contextlib.contextmanager
+def _gateway(upstream: SlowUpstream, tokenizer_dir: str) -> Iterator[tuple[str, Admin, str]]:
+    """The gateway (on Redis) in front of `upstream`, its admin client and a tenant far from its limits."""
     with ThreadServer(upstream.app) as up, serve_gateway(gateway_config([up.url], tokenizer_dir, REDIS_URL)) as gw:
         admin = Admin(gw.url)
-        tenant = admin.tenant(rpm=1000, input_tpm=1_000_000, output_tpm=1_000_000)
-        _time_out(gw.url, admin.key(tenant))
+        yield gw.url, admin, admin.tenant(rpm=1000, input_tpm=1_000_000, output_tpm=1_000_000)
+
+
+def test_a_non_streamed_request_whose_client_left_runs_to_its_end_and_is_charged_its_usage(tokenizer_dir, clean_redis):
+    upstream = SlowUpstream(PIECES, delay_s=0.06)  # the whole answer after ~1.2 s, long after the client's 0.4 s
+    with _gateway(upstream, tokenizer_dir) as (url, admin, tenant):
+        _time_out(url, admin.key(tenant))
         wait_until(lambda: upstream.finished == 1)
         usage = wait_until(lambda: (u := admin.usage(tenant))["output_tokens"] and u)
         assert (usage["requests"], usage["input_tokens"], usage["output_tokens"]) == (1, 5, 20)
@@ -49,10 +58,8 @@ def test_a_non_streamed_request_whose_client_left_runs_to_its_end_and_is_charged
 
 def test_a_stream_whose_client_left_stops_and_is_charged_what_was_generated(tokenizer_dir, clean_redis):
     upstream = SlowUpstream(PIECES, delay_s=0.06)
-    with ThreadServer(upstream.app) as up, serve_gateway(gateway_config([up.url], tokenizer_dir, REDIS_URL)) as gw:
-        admin = Admin(gw.url)
-        tenant = admin.tenant(rpm=1000, input_tpm=1_000_000, output_tpm=1_000_000)
-        _leave_after_three_chunks(gw.url, admin.key(tenant))
+    with _gateway(upstream, tokenizer_dir) as (url, admin, tenant):
+        _leave_after_three_chunks(url, admin.key(tenant))
         wait_until(lambda: upstream.cancelled == 1)
         usage = wait_until(lambda: (u := admin.usage(tenant))["requests"] and u)
         assert 0 < usage["output_tokens"] < 20  # the delivered text's count: the stream was cut before its end

@@ -37,15 +37,19 @@ def test_every_two_chunk_split(guardrails_engine):
         assert _stream(guardrails_engine, [TEXT[:cut], TEXT[cut:]])[0] == EXPECTED, cut
 
 
+def _random_chunks(text: str, rng: random.Random, max_chars: int) -> list[str]:
+    chunks, i = [], 0
+    while i < len(text):
+        size = rng.randint(1, max_chars)
+        chunks.append(text[i : i + size])
+        i += size
+    return chunks
+
+
 def test_random_chunkings(guardrails_engine):
     rng = random.Random(7)
     for _ in range(15):
-        chunks, i = [], 0
-        while i < len(TEXT):
-            size = rng.randint(1, 9)
-            chunks.append(TEXT[i : i + size])
-            i += size
-        assert _stream(guardrails_engine, chunks)[0] == EXPECTED
+        assert _stream(guardrails_engine, _random_chunks(TEXT, rng, 9))[0] == EXPECTED
 
 
 @pytest.mark.parametrize(
@@ -63,11 +67,7 @@ def test_a_spelled_out_address_streams_as_it_is_redacted_whole(guardrails_engine
     whole = guardrails_engine.redact_output(text, REDACT)
     rng = random.Random(11)
     for _ in range(20):
-        chunks, i = [], 0
-        while i < len(text):
-            size = rng.randint(1, 3)
-            chunks.append(text[i : i + size])
-            i += size
+        chunks = _random_chunks(text, rng, 3)
         assert _stream(guardrails_engine, chunks)[0] == whole, chunks
     assert ("<EMAIL_ADDRESS>" in whole) == ("stake" not in text)
 
