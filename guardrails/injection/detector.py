@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from guardrails.injection import rules
 from guardrails.injection.decode import decoded_payloads
 from guardrails.injection.normalize import normalize
+from guardrails.injection.suffix import has_adversarial_suffix
 
 if TYPE_CHECKING:  # the classifier imports torch; only deployments that configure one pay for it
     from guardrails.injection.classifier import InjectionClassifier
@@ -23,7 +24,8 @@ if TYPE_CHECKING:  # the classifier imports torch; only deployments that configu
 class InjectionResult:
     score: float
     rules: tuple[str, ...]
-    """Names of the rules that fired (plus `encoded_payload`, `invisible_chars`, `mixed_script`); safe to log."""
+    """Names of the rules that fired (plus `encoded_payload`, `invisible_chars`, `mixed_script`, `spaced_letters`,
+    `adversarial_suffix`); safe to log."""
     model_score: float | None
 
 
@@ -49,6 +51,8 @@ class InjectionDetector:
             fired["mixed_script"] = rules.MIXED_SCRIPT_WEIGHT
         if normalized.num_spaced_runs:
             fired["spaced_letters"] = rules.SPACED_LETTERS_WEIGHT
+        if has_adversarial_suffix(normalized.text):
+            fired["adversarial_suffix"] = rules.ADVERSARIAL_SUFFIX_WEIGHT
         rule_score = rules.combine(list(fired.values())) if len(fired) > _obfuscation_only(fired) else 0.0
         model_score = self.classifier.score(text) if self.classifier is not None else None
         learned_score = self.model.score(text) if self.model is not None else 0.0

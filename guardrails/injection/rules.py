@@ -665,6 +665,9 @@ ENCODED_PAYLOAD_WEIGHT = 0.5
 INVISIBLE_CHARS_WEIGHT = 0.35
 SPACED_LETTERS_WEIGHT = 0.45
 MIXED_SCRIPT_WEIGHT = 0.35
+ADVERSARIAL_SUFFIX_WEIGHT = 0.7
+"""A prose request ending in a token soup whose brackets do not pair (suffix.py): blocks alone, as it fired on no
+benign prompt of any source and on one line in 319,000 of documents and code."""
 
 
 _TRIGGERS = tuple(sorted({trigger for rule in RULES for trigger in rule.triggers}))
