@@ -154,15 +154,20 @@ def _attend_group(
     keys = key_cache.index_select(0, block_ids).view(len(rows), span, num_kv_heads, head_dim)
     values = value_cache.index_select(0, block_ids).view(len(rows), span, num_kv_heads, head_dim)
     token_rows = torch.tensor([first + i for first in first_rows for i in range(q_len)], device=device)  # [G * q]
-    q = query[token_rows].view(len(rows), q_len, num_q_heads, head_dim).transpose(1, 2)  # [G, Hq, q, D]
+    # The query heads sharing a KV head become extra query rows of it ([G, Hkv, q * per_kv, D]), so the keys and
+    # values are read as they are: SDPA's enable_gqa would copy them once per query head of the group.
+    per_kv = num_q_heads // num_kv_heads
+    q = query[token_rows].view(len(rows), q_len, num_kv_heads, per_kv, head_dim).permute(0, 2, 1, 3, 4)
+    q = q.reshape(len(rows), num_kv_heads, q_len * per_kv, head_dim)
     q_pos = group_lens[:, None] - q_len + torch.arange(q_len, device=device)[None, :]  # [G, q]
     mask = torch.arange(span, device=device)[None, None, :] <= q_pos[:, :, None]  # [G, q, L]
+    mask = mask.repeat_interleave(per_kv, dim=1) if per_kv > 1 and q_len > 1 else mask  # [G, q * per_kv or 1, L]
     o = F.scaled_dot_product_attention(
         q,
         keys.transpose(1, 2).to(query.dtype),  # [G, Hkv, L, D]
         values.transpose(1, 2).to(query.dtype),
         attn_mask=mask[:, None],
         scale=scale,
-        enable_gqa=num_q_heads != num_kv_heads,
-    )
-    out[token_rows] = o.transpose(1, 2).reshape(len(rows) * q_len, num_q_heads, head_dim)
+    )  # [G, Hkv, q * per_kv, D]
+    o = o.view(len(rows), num_kv_heads, q_len, per_kv, head_dim).permute(0, 2, 1, 3, 4)
+    out[token_rows] = o.reshape(len(rows) * q_len, num_q_heads, head_dim)
