@@ -1,37 +1,90 @@
-"""The model's matmul against a weight matrix, chosen once per device.
+"""The model's matmul against a weight matrix, chosen once per device, and on a CPU once per weight shape.
 
-On a CPU, a decode step of a small batch is nothing but [rows, K] x [N, K]ᵀ products, and torch's `F.linear` reads
-the weight for them at a fraction of the memory bandwidth: on this project's 2-core AMD box (2 threads),
-[4, 384] x [2048, 384]ᵀ took 450 us as F.linear against 119 us computed as W @ xᵀ, which streams W row by row; a
-single row goes through a matrix-vector kernel at 339 us, and as two rows (the second a copy) at 191 us. Up to
-SMALL_BATCH_ROWS rows CPU replicas compute the products that way; past it the two converge (at 48 to 128 rows the
-transposing copy cost more than it saved). Whole decode steps: docs/benchmarks.md, "Engine step profile". CUDA
-keeps F.linear (cuBLAS picks its own kernel for the shape).
+On a CPU, a decode step of a small batch is nothing but [rows, K] x [N, K]ᵀ products, and which way of computing
+them is fastest depends on the CPU and its BLAS, by a factor of two to four either way:
+- On this project's 2-core AMD box (MKL, 2 threads), torch's `F.linear` (x @ Wᵀ) read the weight at a fraction of
+  the memory bandwidth: [4, 384] x [2048, 384]ᵀ took 450 us against 119 us computed as W @ xᵀ, which streams W row
+  by row; a single row took a matrix-vector kernel at 339 us, and as two rows (the second a copy) 191 us.
+- On its Intel Xeon box (MKL, AVX-512) it is the other way round below 8 rows: the same 2048 x 384 weight takes
+  30 us through `F.linear` at one row against 114 us as W @ xᵀ, 67 against 123 us at eight; past 8 rows W @ xᵀ
+  wins on the wider products (the LM head, the down projection).
+So a CPU model times both on each of its weight shapes at load, for row buckets up to SMALL_BATCH_ROWS, and keeps
+the faster (TimedCpuLinear, ~0.1 s once); past SMALL_BATCH_ROWS the two converge and `F.linear` runs. The choice is
+fixed for the process, so a row's bits depend on the rows beside it only through the bucket, as they did through
+the one threshold before. The batch-invariant mode keeps W @ xᵀ on fixed tiles whatever the timing says: two
+replicas must compute the same bits. CUDA keeps F.linear (cuBLAS picks its own kernel for the shape).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 
 import torch
 import torch.nn.functional as F
 
 SMALL_BATCH_ROWS = 32
+ROW_BUCKETS = (1, 2, 4, 8, 16, 32)
+"""A product of `rows` rows takes the choice timed at the smallest bucket of at least `rows`."""
+TRANSPOSED_MUST_WIN_BY = 0.9
+"""W @ xᵀ replaces F.linear only when it took at most this fraction of F.linear's time: within timing noise the
+default stays."""
+TIMING_BUDGET_S = 0.002
+"""Per candidate, shape and bucket: the calls timed (the fastest of them counts) stop at this much time, after at
+least 3 (an 8B model's LM head takes tens of milliseconds a call on a CPU)."""
 
 Linear = Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
 
 
 def cpu_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """x: [T, K], weight: [N, K] -> [T, N], contiguous."""
+    """x: [T, K], weight: [N, K] -> [T, N], contiguous: W @ xᵀ up to SMALL_BATCH_ROWS rows, F.linear past them."""
     rows = x.shape[0]
     if rows > SMALL_BATCH_ROWS or rows == 0:
         return F.linear(x, weight, bias)
-    if rows == 1:  # two rows take the matrix-matrix kernel; one takes the slower matrix-vector one
+    if rows == 1:  # two rows take the matrix-matrix kernel; one takes the matrix-vector one, slower where W @ xᵀ wins
         out = torch.mm(weight, x.repeat(2, 1).t())[:, :1]
     else:
         out = torch.mm(weight, x.t())
     out = out.t().contiguous()
     return out if bias is None else out.add_(bias)
+
+
+class TimedCpuLinear:
+    """A CPU model's products: per weight shape and row bucket, whichever of F.linear and W @ xᵀ (cpu_linear) ran
+    faster on this machine when the model loaded."""
+
+    def __init__(self, weights: Iterable[torch.Tensor]) -> None:
+        self.transposed: dict[tuple[int, int], tuple[bool, ...]] = {}
+        """Per weight shape (N, K), per ROW_BUCKETS entry: True where W @ xᵀ won."""
+        with torch.inference_mode():
+            for weight in weights:
+                shape = (weight.shape[0], weight.shape[1])
+                if shape not in self.transposed:
+                    self.transposed[shape] = tuple(_transposed_wins(weight, rows) for rows in ROW_BUCKETS)
+
+    def __call__(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        rows = x.shape[0]
+        if 0 < rows <= SMALL_BATCH_ROWS and self.transposed[weight.shape[0], weight.shape[1]][(rows - 1).bit_length()]:
+            return cpu_linear(x, weight, bias)
+        return F.linear(x, weight, bias)
+
+
+def _transposed_wins(weight: torch.Tensor, rows: int) -> bool:
+    x = torch.randn(rows, weight.shape[1], dtype=weight.dtype)
+    linear_s = _fastest_call_s(lambda: F.linear(x, weight))
+    transposed_s = _fastest_call_s(lambda: cpu_linear(x, weight))
+    return transposed_s <= TRANSPOSED_MUST_WIN_BY * linear_s
+
+
+def _fastest_call_s(call: Callable[[], torch.Tensor]) -> float:
+    call()  # the first call of a shape pays for oneDNN's and MKL's set-up
+    fastest_s, spent_s, calls = float("inf"), 0.0, 0
+    while calls < 3 or spent_s < TIMING_BUDGET_S:
+        started = time.perf_counter()
+        call()
+        took_s = time.perf_counter() - started
+        fastest_s, spent_s, calls = min(fastest_s, took_s), spent_s + took_s, calls + 1
+    return fastest_s
 
 
 INVARIANT_TILE_ROWS = 16
@@ -57,7 +110,8 @@ def invariant_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
     return out[:rows]
 
 
-def linear_for(device: torch.device, batch_invariant: bool = False) -> Linear:
+def linear_for(device: torch.device, weights: Iterable[torch.Tensor], batch_invariant: bool = False) -> Linear:
+    """`weights`: every matrix the model multiplies by (timed on a CPU unless batch_invariant)."""
     if device.type != "cpu":
         return F.linear
-    return invariant_linear if batch_invariant else cpu_linear
+    return invariant_linear if batch_invariant else TimedCpuLinear(weights)

@@ -58,7 +58,8 @@ class LlamaModel:
         self.attention = attention
         self.q_size = spec.num_heads * spec.head_dim
         self.kv_size = spec.num_kv_heads * spec.head_dim
-        self.linear = linear_for(weights.embed.device, batch_invariant)
+        matrices = [m for layer in weights.layers for m in (layer.qkv, layer.o_proj, layer.gate_up, layer.down)]
+        self.linear = linear_for(weights.embed.device, [*matrices, weights.lm_head], batch_invariant)
 
     @torch.inference_mode()
     def forward(

@@ -1,12 +1,20 @@
-"""The CPU replicas' small-batch matmul (engine/models/linear.py): the same product as F.linear, in every row-count
-regime it switches between, with and without a bias, contiguous like F.linear's output. Token-exactness against
-transformers with it in place is tests/engine/test_greedy_equivalence.py's."""
+"""The CPU replicas' small-batch matmuls (engine/models/linear.py): the same product as F.linear, in every row-count
+regime and whichever way the load-time timing chose, with and without a bias, contiguous like F.linear's output.
+Token-exactness against transformers with them in place is tests/engine/test_greedy_equivalence.py's."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.models.linear import INVARIANT_TILE_ROWS, SMALL_BATCH_ROWS, cpu_linear, invariant_linear, linear_for
+from engine.models.linear import (
+    INVARIANT_TILE_ROWS,
+    ROW_BUCKETS,
+    SMALL_BATCH_ROWS,
+    TimedCpuLinear,
+    cpu_linear,
+    invariant_linear,
+    linear_for,
+)
 
 
 @pytest.mark.parametrize("rows", [0, 1, 2, 7, SMALL_BATCH_ROWS, SMALL_BATCH_ROWS + 1])
@@ -29,10 +37,29 @@ def test_a_view_of_rows_is_read_as_its_values():
     torch.testing.assert_close(cpu_linear(x, weight), F.linear(x, weight), rtol=1e-5, atol=1e-5)
 
 
-def test_only_cpu_takes_it():
-    assert linear_for(torch.device("cpu")) is cpu_linear
-    assert linear_for(torch.device("cpu"), batch_invariant=True) is invariant_linear
-    assert linear_for(torch.device("cuda")) is F.linear
+def test_only_cpu_takes_them():
+    weights = [torch.randn(64, 32), torch.randn(32, 64)]
+    timed = linear_for(torch.device("cpu"), weights)
+    assert isinstance(timed, TimedCpuLinear)
+    assert set(timed.transposed) == {(64, 32), (32, 64)}  # every shape timed, each once
+    assert all(len(choices) == len(ROW_BUCKETS) for choices in timed.transposed.values())
+    assert linear_for(torch.device("cpu"), weights, batch_invariant=True) is invariant_linear
+    assert linear_for(torch.device("cuda"), weights) is F.linear
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_the_timed_product_matches_f_linear_whichever_way_it_chose(transposed, with_bias):
+    gen = torch.Generator().manual_seed(int(transposed))
+    weight = torch.randn(80, 48, generator=gen)
+    bias = torch.randn(80, generator=gen) if with_bias else None
+    timed = TimedCpuLinear([weight])
+    timed.transposed[80, 48] = (transposed,) * len(ROW_BUCKETS)  # both paths, whatever this machine timed
+    for rows in (0, 1, 2, 3, 5, 8, 9, 17, SMALL_BATCH_ROWS, SMALL_BATCH_ROWS + 1):
+        x = torch.randn(rows, 48, generator=gen)
+        got = timed(x, weight, bias)
+        assert got.shape == (rows, 80) and got.is_contiguous()
+        torch.testing.assert_close(got, F.linear(x, weight, bias), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
