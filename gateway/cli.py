@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from gateway.admin.seed import load_seed
 from gateway.admin.tenants import check_models_served
-from gateway.config import ConfigError, load_config
+from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.errors import ApiError
 from gateway.metrics import MULTIPROC_DIR_ENV
 
@@ -119,5 +119,18 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"sluicegate gateway: {exc}", file=sys.stderr)
         return 2
-    uvicorn.run(app, **common)
-    return 0
+    from gateway.announced_server import AnnouncedServer
+
+    server = AnnouncedServer(uvicorn.Config(app, **common), served=_served(config))
+    server.run()
+    return 0 if server.started else STARTUP_FAILED
+
+
+STARTUP_FAILED = 3
+"""uvicorn's exit status when the server never started (the port taken, say)."""
+
+
+def _served(config: GatewayConfig) -> str:
+    models = ", ".join(config.models) or "none"
+    store = "Redis" if config.redis.url else "the in-process store (no Redis)"
+    return f"models: {models}; quotas in {store}"
