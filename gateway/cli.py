@@ -132,5 +132,5 @@ STARTUP_FAILED = 3
 
 def _served(config: GatewayConfig) -> str:
     models = ", ".join(config.models) or "none"
-    store = "Redis" if config.redis.url else "the in-process store (no Redis)"
-    return f"models: {models}; quotas in {store}"
+    store = "Redis" if config.redis.url else "in this process, no Redis"
+    return f"models: {models}; quotas: {store}"

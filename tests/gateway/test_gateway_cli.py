@@ -36,7 +36,7 @@ def test_port_zero_on_the_command_line_picks_a_free_port(tokenizer_dir, tmp_path
             if line.startswith("sluicegate gateway: listening on http://"):
                 url, said = line.split()[4], line
                 break
-        assert "models: " in said and "quotas in the in-process store" in said, said
+        assert "models: " in said and "quotas: in this process" in said, said
         port = int(url.rsplit(":", 1)[1])
         assert port not in (0, taken.getsockname()[1])
         _wait_ready(url, gateway)
