@@ -175,17 +175,22 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+_ALIASES: dict[str, tuple[str, ...]] = {"kv_role": ("--role",)}
+"""Second names of some flags: `--role prefill|decode|both` is what the disaggregation design calls it, `--kv-role`
+vLLM's (its kv_transfer_config.kv_role)."""
+
+
 def _add_flag(group, name: str, info: FieldInfo) -> None:
-    flag = "--" + name.replace("_", "-")
+    flags = ("--" + name.replace("_", "-"), *_ALIASES.get(name, ()))
     help_text = " ".join((info.description or "").split()).replace("%", "%%")  # the field's docstring
     if info.default is not PydanticUndefined:
         help_text = f"{help_text} (default: {info.default})".strip()
     kind, many = _flag_type(info.annotation)
     if kind is bool:
-        group.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+        group.add_argument(*flags, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
     elif kind in (int, float):
         group.add_argument(
-            flag,
+            *flags,
             dest=name,
             type=kind,
             nargs="+" if many else None,
@@ -194,7 +199,7 @@ def _add_flag(group, name: str, info: FieldInfo) -> None:
             help=help_text,
         )
     else:
-        group.add_argument(flag, dest=name, default=None, help=help_text)
+        group.add_argument(*flags, dest=name, default=None, help=help_text)
 
 
 def _flag_type(annotation) -> tuple[type, bool]:

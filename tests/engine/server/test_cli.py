@@ -23,6 +23,11 @@ def test_flags_map_to_both_configs():
     assert (server.port, server.max_waiting_requests, server.drain_timeout_s) == (9000, 3, 2.5)
 
 
+def test_role_is_a_second_name_for_kv_role():
+    assert _configs(["--model", "/m", "--role", "prefill"])[0].kv_role == "prefill"
+    assert _configs(["--model", "/m", "--kv-role", "decode"])[0].kv_role == "decode"
+
+
 def test_yaml_then_flags_override(tmp_path):
     path = tmp_path / "engine.yaml"
     path.write_text("engine:\n  model: /a\n  max_num_seqs: 8\nserver:\n  port: 8200\n")
