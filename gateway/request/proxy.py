@@ -30,7 +30,7 @@ from gateway.request.context import Outcome, RequestContext, RequestPhase
 from gateway.request.hooks import RequestHooks
 from gateway.request.parse import CHAT, COMPLETIONS, EMBEDDINGS, RESPONSES
 from gateway.request.refusals import RefusalLog
-from gateway.request.settlement import Reservation, SettlementParts
+from gateway.request.settlement import Reservation, SettlementParts, usage_as_billed
 from gateway.request.spans import stage
 from gateway.request.stream import StreamScanner, choice_texts, error_event
 from gateway.request.usage import completion_count
@@ -213,6 +213,9 @@ class CompletionsEndpoint:
             raise upstream_failed("The upstream answered with invalid JSON.") from None
         usage = obj.get("usage") if isinstance(obj, dict) else None
         delivery.usage = usage if isinstance(usage, dict) else None
+        shown = usage_as_billed(delivery.usage, delivery) if delivery.usage is not None else None
+        if shown is not None:  # a prefill replica computed what the decode replica calls cached
+            data = json.dumps({**obj, "usage": shown}, ensure_ascii=False).encode()
         if completion_count(delivery.usage) is None:  # no usable count: settle by the text
             delivery.completion_text = "".join(choice_texts(obj, streaming=False))
         # The replica answered: it is healthy and the tenant used its tokens, even if the output check blocks.
@@ -232,7 +235,9 @@ class CompletionsEndpoint:
     async def _relay_stream(self, ctx: RequestContext, attempt: UpstreamAttempt, send: Send) -> None:
         response, delivery, metrics = attempt.response, ctx.delivery, self._parts.metrics
         assert response is not None  # opened: the replica answered 2xx
-        scanner = delivery.scanner = StreamScanner(strip_usage=not ctx.parsed.client_wants_usage)
+        scanner = delivery.scanner = StreamScanner(
+            strip_usage=not ctx.parsed.client_wants_usage, rewrite_usage=lambda usage: usage_as_billed(usage, delivery)
+        )
         transformer = self._parts.hooks.output_transformer(ctx.tenant, ctx.parsed.kind, ctx.parsed.body)
         responses = None
         if ctx.parsed.responses is not None:

@@ -132,6 +132,17 @@ class Reservation:
         return estimate_tokens(text) if tokenizer is None else tokenizer.count(text)
 
 
+def usage_as_billed(usage: dict[str, Any], delivery: Delivery) -> dict[str, Any] | None:
+    """The usage a client is shown when a prefill replica handed the prompt over: its cached_tokens as billed
+    (billed_cached_tokens), so that the answer and the bill agree; None when nothing changes (no handoff, or every
+    handed token came from the prefill replica's cache)."""
+    reported = cached_tokens(usage)
+    billed = billed_cached_tokens(reported, delivery)
+    if billed == reported:
+        return None
+    return {**usage, "prompt_tokens_details": {**usage["prompt_tokens_details"], "cached_tokens": billed}}
+
+
 def billed_cached_tokens(reported: int, delivery: Delivery) -> int:
     """The prompt tokens no replica computed. A decode replica reports the KV a prefill replica handed it as cached
     (as vLLM's does), though the prefill replica computed it: those are billed as the prefill replica served them,

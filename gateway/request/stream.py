@@ -11,17 +11,22 @@ is ~5-10x the text it carries, and a long stream times many clients must not hol
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
-from sluicegate.sse import DONE_DATA, SseSplitter, encode_event, event_data, split_events
+from sluicegate.sse import DONE_DATA, SseSplitter, encode_event, event_data, replace_data, split_events
 
 COMPACT_BYTES = 64 << 10
 _USAGE_MARKERS = (b'"usage":{', b'"usage": {')
 
 
 class StreamScanner:
-    def __init__(self, strip_usage: bool) -> None:
+    def __init__(
+        self, strip_usage: bool, rewrite_usage: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
+    ) -> None:
         self._strip_usage = strip_usage
+        self._rewrite_usage = rewrite_usage
+        """Another usage for the client to see, or None to keep the upstream's (its event passes as it came)."""
         self._splitter = SseSplitter()
         self.usage: dict[str, Any] | None = None
         self.saw_done = False
@@ -56,8 +61,9 @@ class StreamScanner:
             self._raw, self._raw_bytes = [], 0
 
     def _take_usage(self, events: bytes) -> bytes:
-        """Reads the usage event among `events`; returns them without it when the client did not ask for usage."""
-        dropped = False
+        """Reads the usage event among `events`; returns them without it when the client did not ask for usage, with
+        the usage rewritten when `rewrite_usage` says so."""
+        changed = False
         kept = []
         for event in split_events(events):
             # only the event that names usage is parsed: the others pass as they came
@@ -70,10 +76,14 @@ class StreamScanner:
                 if isinstance(obj, dict) and isinstance(obj.get("usage"), dict):
                     self.usage = obj["usage"]
                     if self._strip_usage and not obj.get("choices"):
-                        dropped = True
+                        changed = True
                         continue
+                    shown = self._rewrite_usage(obj["usage"]) if self._rewrite_usage is not None else None
+                    if shown is not None:
+                        event = replace_data(event, json.dumps({**obj, "usage": shown}).encode())[:-2]
+                        changed = True
             kept.append(event)
-        return b"".join(event + b"\n\n" for event in kept) if dropped else events
+        return b"".join(event + b"\n\n" for event in kept) if changed else events
 
 
 def _events_text(events: bytes) -> str:

@@ -252,20 +252,35 @@ def test_only_the_decode_hop_is_billed(pool):
     assert (usage["input_tokens"], usage["output_tokens"]) == (14, 10)  # not the prefill's 901 + 1
 
 
-def test_the_handed_over_prompt_is_billed_as_the_prefill_replica_computed_it(pool):
+def test_the_handed_over_prompt_is_billed_and_shown_as_the_prefill_replica_computed_it(pool):
     """The decode replica reports the 48 handed-over tokens as cached (vLLM's does too); 16 of them came from the
-    prefill replica's own cache, the rest it computed: 16 are billed as cached, not 48."""
+    prefill replica's own cache, the rest it computed: 16 are billed as cached, not 48, and the client's usage says
+    16, streamed or not, so that the answer and the bill agree."""
     tenant = pool.admin.tenant()
     key = pool.admin.key(tenant)
     fake = {"tokens": 2, "prompt_tokens": 60, "cached_tokens": 48}
-    pool.client(key).chat.completions.create(model="tiny", messages=CHAT, max_tokens=2, extra_body={"fake": fake})
-    assert len(pool.prefill.handed) == 1
-    usage = wait_until(lambda: (u := pool.admin.usage(tenant))["requests"] == 1 and u)
-    assert (usage["input_tokens"], usage["cached_input_tokens"]) == (60, PREFILL_CACHED_TOKENS)
-    # served whole by the both replica (no handoff), the same report is the replica's own cache: billed as cached
-    pool.client(key).completions.create(model="tiny", prompt="hi", max_tokens=2, n=2, extra_body={"fake": fake})
+    reply = pool.client(key).chat.completions.create(
+        model="tiny", messages=CHAT, max_tokens=2, extra_body={"fake": fake}
+    )
+    assert reply.usage.prompt_tokens_details.cached_tokens == PREFILL_CACHED_TOKENS
+    assert reply.usage.prompt_tokens == 60 and reply.choices[0].message.content == TOKEN * 2
+    stream = pool.client(key).chat.completions.create(
+        model="tiny", messages=CHAT, max_tokens=2, stream=True, stream_options={"include_usage": True},
+        extra_body={"fake": fake},
+    )  # fmt: skip
+    chunks = list(stream)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == TOKEN * 2
+    assert chunks[-1].usage.prompt_tokens_details.cached_tokens == PREFILL_CACHED_TOKENS
+    assert len(pool.prefill.handed) == 2
     usage = wait_until(lambda: (u := pool.admin.usage(tenant))["requests"] == 2 and u)
-    assert usage["cached_input_tokens"] == PREFILL_CACHED_TOKENS + 48
+    assert (usage["input_tokens"], usage["cached_input_tokens"]) == (120, 2 * PREFILL_CACHED_TOKENS)
+    # served whole by the both replica (no handoff), the same report is the replica's own cache: billed as cached
+    answer = pool.client(key).completions.create(
+        model="tiny", prompt="hi", max_tokens=2, n=2, extra_body={"fake": fake}
+    )
+    assert answer.usage.prompt_tokens_details.cached_tokens == 48
+    usage = wait_until(lambda: (u := pool.admin.usage(tenant))["requests"] == 3 and u)
+    assert usage["cached_input_tokens"] == 2 * PREFILL_CACHED_TOKENS + 48
 
 
 def test_a_client_cannot_send_its_own_kv_transfer_params(pool):
