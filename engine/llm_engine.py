@@ -54,9 +54,6 @@ class LLMEngine:
         self.dtype = resolve_dtype(config.dtype, self.device)
         if self.device.type == "cpu" and config.cpu_threads is not None:
             torch.set_num_threads(config.cpu_threads)
-        self.threads: AdaptiveThreads | None = None  # CPU, no cpu_threads: fewer threads beside a busy neighbour
-        if self.device.type == "cpu" and config.cpu_threads is None and config.cpu_threads_adaptive and supported():
-            self.threads = AdaptiveThreads(torch.get_num_threads(), torch.set_num_threads)
         hf_config = load_hf_config(config.model)
         self.spec = ModelSpec.from_hf_config(hf_config)
         self.model_name = config.served_model_name or Path(config.model).name
@@ -74,6 +71,10 @@ class LLMEngine:
         ops = attention_ops(self.device, config.attention_backend, config.batch_invariant)
         attention = PagedAttention(ops, self.spec.head_dim**-0.5)
         model = LlamaModel(self.spec, weights, rope, attention, config.batch_invariant)
+        # After the model: a CPU model times its products at load (models/linear.py) with every thread it may use.
+        self.threads: AdaptiveThreads | None = None  # CPU, no cpu_threads: fewer threads beside a busy neighbour
+        if self.device.type == "cpu" and config.cpu_threads is None and config.cpu_threads_adaptive and supported():
+            self.threads = AdaptiveThreads(torch.get_num_threads(), torch.set_num_threads)
 
         num_blocks = config.num_kv_blocks or num_blocks_for_budget(
             self.spec, self.block_size, self.dtype, kv_budget_bytes(self.device, config.kv_cache_memory_bytes)

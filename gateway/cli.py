@@ -121,13 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from gateway.announced_server import AnnouncedServer
 
-    server = AnnouncedServer(uvicorn.Config(app, **common), served=_served(config))
-    server.run()
-    return 0 if server.started else STARTUP_FAILED
-
-
-STARTUP_FAILED = 3
-"""uvicorn's exit status when the server never started (the port taken, say)."""
+    AnnouncedServer(uvicorn.Config(app, **common), served=_served(config)).run()
+    return 0
 
 
 def _served(config: GatewayConfig) -> str:

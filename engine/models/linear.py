@@ -8,10 +8,12 @@ them is fastest depends on the CPU and its BLAS, by a factor of two to four eith
 - On its Intel Xeon box (MKL, AVX-512) it is the other way round below 8 rows: the same 2048 x 384 weight takes
   30 us through `F.linear` at one row against 114 us as W @ xᵀ, 67 against 123 us at eight; past 8 rows W @ xᵀ
   wins on the wider products (the LM head, the down projection).
-So a CPU model times both on each of its weight shapes at load, for row buckets up to SMALL_BATCH_ROWS, and keeps
-the faster (TimedCpuLinear, ~0.1 s once); past SMALL_BATCH_ROWS the two converge and `F.linear` runs. The choice is
-fixed for the process, so a row's bits depend on the rows beside it only through the bucket, as they did through
-the one threshold before. The batch-invariant mode keeps W @ xᵀ on fixed tiles whatever the timing says: two
+So a CPU model times both on each of its weight shapes at load, for row buckets up to SMALL_BATCH_ROWS, at the
+thread count it starts with, and keeps the faster (TimedCpuLinear, ~0.1 s once for the small preset; W @ xᵀ only at
+a clear margin); past SMALL_BATCH_ROWS the two converge and `F.linear` runs. The choice can differ between a quiet
+machine's two threads and a busy one's one (the down projection at 16-32 rows on the Intel box): it is made for the
+quiet case. The choice is fixed for the process, so a row's bits depend on the rows beside it only through the
+bucket, as they did through the one threshold before. The batch-invariant mode keeps W @ xᵀ on fixed tiles whatever the timing says: two
 replicas must compute the same bits. CUDA keeps F.linear (cuBLAS picks its own kernel for the shape).
 """
 
@@ -26,13 +28,16 @@ import torch.nn.functional as F
 SMALL_BATCH_ROWS = 32
 ROW_BUCKETS = (1, 2, 4, 8, 16, 32)
 """A product of `rows` rows takes the choice timed at the smallest bucket of at least `rows`."""
-TRANSPOSED_MUST_WIN_BY = 0.7
+TRANSPOSED_MAX_TIME_RATIO = 0.7
 """W @ xᵀ replaces F.linear only when it took at most this fraction of F.linear's time. Where the two are close the
 timing would pick one or the other from run to run, and replicas of one model on one machine would round some
 products differently; a clear margin keeps their choices the same (on the two boxes measured the wins were 2-4x)."""
 TIMING_BUDGET_S = 0.002
-"""Per candidate, shape and bucket: the calls timed (the fastest of them counts) stop at this much time, after at
-least 3 (an 8B model's LM head takes tens of milliseconds a call on a CPU)."""
+"""Per shape and bucket: the two candidates are called in turn (the fastest call of each counts) until this much
+time is spent, after at least 3 calls each."""
+UNTIMED_CALL_S = 0.02
+"""A product slower than this (an 8B model's LM head on a CPU) is not timed: it streams its weight from memory
+either way, and timing it would add seconds to the load."""
 
 Linear = Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
 
@@ -71,21 +76,24 @@ class TimedCpuLinear:
 
 
 def _transposed_wins(weight: torch.Tensor, rows: int) -> bool:
-    x = torch.randn(rows, weight.shape[1], dtype=weight.dtype)
-    linear_s = _fastest_call_s(lambda: F.linear(x, weight))
-    transposed_s = _fastest_call_s(lambda: cpu_linear(x, weight))
-    return transposed_s <= TRANSPOSED_MUST_WIN_BY * linear_s
+    x = torch.randn(rows, weight.shape[1], dtype=weight.dtype, generator=torch.Generator().manual_seed(rows))
+    calls = (lambda: F.linear(x, weight), lambda: cpu_linear(x, weight))
+    fastest_s = [_call_s(call) for call in calls]  # the first call of a shape pays for oneDNN's and MKL's set-up
+    if min(fastest_s) > UNTIMED_CALL_S:
+        return False
+    spent_s, rounds = 0.0, 0
+    while rounds < 3 or spent_s < TIMING_BUDGET_S:
+        for i, call in enumerate(calls):
+            took_s = _call_s(call)
+            fastest_s[i], spent_s = min(fastest_s[i], took_s), spent_s + took_s
+        rounds += 1
+    return fastest_s[1] <= TRANSPOSED_MAX_TIME_RATIO * fastest_s[0]
 
 
-def _fastest_call_s(call: Callable[[], torch.Tensor]) -> float:
-    call()  # the first call of a shape pays for oneDNN's and MKL's set-up
-    fastest_s, spent_s, calls = float("inf"), 0.0, 0
-    while calls < 3 or spent_s < TIMING_BUDGET_S:
-        started = time.perf_counter()
-        call()
-        took_s = time.perf_counter() - started
-        fastest_s, spent_s, calls = min(fastest_s, took_s), spent_s + took_s, calls + 1
-    return fastest_s
+def _call_s(call: Callable[[], torch.Tensor]) -> float:
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
 
 
 INVARIANT_TILE_ROWS = 16

@@ -138,6 +138,9 @@ def usage_as_billed(usage: dict[str, Any], delivery: Delivery) -> dict[str, Any]
     handed token came from the prefill replica's cache)."""
     reported = cached_tokens(usage)
     billed = billed_cached_tokens(reported, delivery)
+    prompt_tokens = usage_tokens(usage.get("prompt_tokens"))
+    if prompt_tokens is not None:  # as settlement bills it: never more cached than the prompt
+        billed = min(billed, prompt_tokens)
     if billed == reported:
         return None
     return {**usage, "prompt_tokens_details": {**usage["prompt_tokens_details"], "cached_tokens": billed}}
