@@ -666,8 +666,10 @@ INVISIBLE_CHARS_WEIGHT = 0.35
 SPACED_LETTERS_WEIGHT = 0.45
 MIXED_SCRIPT_WEIGHT = 0.35
 ADVERSARIAL_SUFFIX_WEIGHT = 0.7
-"""A prose request ending in a token soup whose brackets do not pair (suffix.py): blocks alone, as it fired on no
-benign prompt of any source and on one line in 319,000 of documents and code."""
+"""A prose request ending in a token soup whose brackets do not pair (suffix.py): blocks alone. It fired on no benign
+prompt of the training sources and on one line in 319,000 of documents and code it never saw; it does fire on a
+one-line code question whose brackets are broken, which an operator who sees such prompts blocked can allow for by
+raising the tenant's injection threshold above this weight."""
 
 
 _TRIGGERS = tuple(sorted({trigger for rule in RULES for trigger in rule.triggers}))
