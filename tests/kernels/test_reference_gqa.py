@@ -70,3 +70,20 @@ def test_short_query_runs_match_dense_attention(num_q_heads: int, num_kv_heads: 
         rows = slice(s * q_len, (s + 1) * q_len)
         expected = _dense(query[rows], key_cache, value_cache, tables[s], seq_len, 0.3)
         torch.testing.assert_close(out[rows], expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("num_q_heads", "num_kv_heads"), [(6, 2), (4, 4)])
+@pytest.mark.parametrize("scores_bytes", [16 << 20, 4 * 6 * 64 * 20])  # one query block, or blocks of 16-20 rows
+def test_prefill_chunks_match_dense_attention(num_q_heads, num_kv_heads, scores_bytes, monkeypatch) -> None:
+    """A whole prompt (causal from position 0) and a chunk after a cached prefix, in query blocks of any size."""
+    monkeypatch.setattr(reference, "_SCORES_BYTES", scores_bytes)
+    seq_lens, q_lens = [45, 61], [45, 23]  # the second: 38 cached tokens, then a 23-token chunk
+    key_cache, value_cache, tables, gen = _paged(seq_lens, num_kv_heads, seed=11)
+    query = torch.randn(sum(q_lens), num_q_heads, HEAD_DIM, generator=gen)
+    starts = torch.tensor([0, q_lens[0], sum(q_lens)], dtype=torch.int32)
+    lens = torch.tensor(seq_lens, dtype=torch.int32)
+    out = reference.paged_prefill_attention(query, key_cache, value_cache, tables, starts, lens, 0.3)
+    for s, seq_len in enumerate(seq_lens):
+        rows = slice(int(starts[s]), int(starts[s + 1]))
+        expected = _dense(query[rows], key_cache, value_cache, tables[s], seq_len, 0.3)
+        torch.testing.assert_close(out[rows], expected, rtol=1e-5, atol=1e-5)
