@@ -217,7 +217,9 @@ def test_disagg_prefills_on_one_replica_and_decodes_on_the_other(stack, tmp_path
         answer = client.completions.create(model="tiny", prompt=prompt, max_tokens=8, temperature=0)
         assert answer.choices[0].text and answer.usage.prompt_tokens >= 256
         full_blocks = (answer.usage.prompt_tokens - 1) // 16
-        assert answer.usage.prompt_tokens_details.cached_tokens == full_blocks * 16, diagnosis()
+        # The decode replica took every full block as a prefix hit, but the prefill replica computed them (this prompt
+        # is new to it): the client is shown, and billed, none as cached.
+        assert answer.usage.prompt_tokens_details.cached_tokens == 0, diagnosis()
         assert metric(prefill_url, "sluicegate_engine_kv_handoffs_total") - handoffs_before == 1
         assert metric(decode_url, "sluicegate_engine_kv_blocks_read_total") - blocks_read_before == full_blocks
     finally:

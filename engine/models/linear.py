@@ -12,8 +12,8 @@ So a CPU model times both on each of its weight shapes at load, for row buckets 
 thread count it starts with, and keeps the faster (TimedCpuLinear, ~0.1 s once for the small preset; W @ xᵀ only at
 a clear margin); past SMALL_BATCH_ROWS the two converge and `F.linear` runs. The choice can differ between a quiet
 machine's two threads and a busy one's one (the down projection at 16-32 rows on the Intel box): it is made for the
-quiet case. The choice is fixed for the process, so a row's bits depend on the rows beside it only through the
-bucket, as they did through the one threshold before. The batch-invariant mode keeps W @ xᵀ on fixed tiles whatever the timing says: two
+quiet case. The choice is fixed for the process, so a row's bits depend on the rows beside it only through its
+bucket (and SMALL_BATCH_ROWS). The batch-invariant mode keeps W @ xᵀ on fixed tiles whatever the timing says: two
 replicas must compute the same bits. CUDA keeps F.linear (cuBLAS picks its own kernel for the shape).
 """
 

@@ -80,9 +80,8 @@ class StreamScanner:
                         continue
                     shown = self._rewrite_usage(obj["usage"]) if self._rewrite_usage is not None else None
                     if shown is not None:
-                        event = replace_data(event, json.dumps({**obj, "usage": shown}, ensure_ascii=False).encode())[
-                            :-2
-                        ]
+                        data = json.dumps({**obj, "usage": shown}, ensure_ascii=False).encode()
+                        event = replace_data(event, data)[:-2]  # kept events are joined with their blank line below
                         changed = True
             kept.append(event)
         return b"".join(event + b"\n\n" for event in kept) if changed else events
