@@ -59,6 +59,7 @@ class ReplicaServer(uvicorn.Server):
     def __init__(self, llm_engine, config: ServerConfig):
         self.exit_code = 0
         self.drain_timeout_s = config.drain_timeout_s
+        self._model_name: str = llm_engine.model_name
         self.app = create_app(llm_engine, config, on_fatal=self._on_fatal)
         super().__init__(
             uvicorn.Config(
@@ -80,6 +81,13 @@ class ReplicaServer(uvicorn.Server):
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         await super().serve(sockets)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)  # exits the process (status 3) when it cannot bind
+        # Said once bound: with --port 0 only the sockets know the port.
+        bound = [sock.getsockname() for server in self.servers for sock in server.sockets]
+        urls = " ".join(f"http://[{a[0]}]:{a[1]}" if ":" in a[0] else f"http://{a[0]}:{a[1]}" for a in bound)
+        logger.info("serving %s on %s", self._model_name, urls)
 
     @contextlib.contextmanager
     def capture_signals(self):
@@ -152,7 +160,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # OTLP export when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set; tracing stays off otherwise.
     tracing.configure_tracing(tracing.TracingConfig("sluicegate-engine"))
-    logger.info("serving %s on http://%s:%d", llm_engine.model_name, server_config.host, server_config.port)
     return serve(llm_engine, server_config)
 
 

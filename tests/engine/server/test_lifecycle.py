@@ -221,3 +221,22 @@ def test_sigterm_drains_answering_503_then_ends_what_is_left_and_exits_zero(tiny
             proc.kill()
             proc.wait()
         proc.stdout.close()
+
+
+def test_port_zero_is_named_once_bound(tiny_model_dir):
+    """`--port 0` takes a free port, and the replica's log names the one it got (it once said port 0)."""
+    command = [sys.executable, "-m", "sluicegate.cli", "engine", "--model", tiny_model_dir, "--port", "0"]
+    command += ["--num-kv-blocks", "64"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    watchdog = threading.Timer(180, proc.kill)  # a replica that never says where it serves fails, not hangs
+    watchdog.start()
+    try:
+        said = next((line for line in proc.stdout if " serving " in line), "")
+        url = said.rsplit(" on ", 1)[-1].strip()
+        assert url.startswith("http://127.0.0.1:") and not url.endswith(":0"), said
+        assert httpx.get(url + "/health", timeout=30).status_code == 200
+    finally:
+        watchdog.cancel()
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
