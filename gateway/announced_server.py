@@ -9,6 +9,8 @@ import sys
 
 import uvicorn
 
+from sluicegate.addresses import listening_urls
+
 
 class AnnouncedServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, served: str) -> None:
@@ -18,11 +20,5 @@ class AnnouncedServer(uvicorn.Server):
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)  # exits the process (status 3) when it cannot bind
-        bound = [sock.getsockname() for server in self.servers for sock in server.sockets]
-        urls = " ".join(_url(address[0], address[1]) for address in bound)
-        print(f"sluicegate gateway: listening on {urls} ({self._served})", file=sys.stderr)
+        print(f"sluicegate gateway: listening on {listening_urls(self.servers)} ({self._served})", file=sys.stderr)
         sys.stderr.flush()
-
-
-def _url(host: str, port: int) -> str:
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

@@ -38,6 +38,7 @@ from engine.server.app import create_app
 from engine.server.config import ServerConfig
 from engine.server.errors import OverloadedError
 from sluicegate import tracing
+from sluicegate.addresses import listening_urls
 from sluicegate.schema import explain
 
 logger = logging.getLogger(__name__)
@@ -84,10 +85,7 @@ class ReplicaServer(uvicorn.Server):
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)  # exits the process (status 3) when it cannot bind
-        # Said once bound: with --port 0 only the sockets know the port.
-        bound = [sock.getsockname() for server in self.servers for sock in server.sockets]
-        urls = " ".join(f"http://[{a[0]}]:{a[1]}" if ":" in a[0] else f"http://{a[0]}:{a[1]}" for a in bound)
-        logger.info("serving %s on %s", self._model_name, urls)
+        logger.info("serving %s on %s", self._model_name, listening_urls(self.servers))  # once bound: port 0's port
 
     @contextlib.contextmanager
     def capture_signals(self):

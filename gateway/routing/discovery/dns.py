@@ -15,7 +15,8 @@ import dns.rdtypes.IN.SRV
 import dns.resolver
 
 from gateway.routing.discovery.config import DiscoveryConfig
-from gateway.routing.discovery.source import DiscoveryError, Endpoint, address_name, address_url
+from gateway.routing.discovery.source import DiscoveryError, Endpoint, address_name
+from sluicegate.addresses import address_url
 
 _ADDRESS_TYPES = ("A", "AAAA")
 

@@ -21,7 +21,8 @@ from urllib.parse import quote
 import httpx
 
 from gateway.routing.discovery.config import SERVICE_ACCOUNT_DIR, DiscoveryConfig, KubernetesDiscovery
-from gateway.routing.discovery.source import DiscoveryError, Endpoint, address_name, address_url
+from gateway.routing.discovery.source import DiscoveryError, Endpoint, address_name
+from sluicegate.addresses import address_url
 
 # The admin API's replica name pattern (gateway/admin/replicas.py): a Pod name longer than it is named by address.
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -24,16 +23,6 @@ class DiscoverySource(Protocol):
         """The replicas serving now (empty when the service has none); DiscoveryError when that is unknown."""
 
     async def close(self) -> None: ...
-
-
-def address_url(scheme: str, host: str, port: int) -> str:
-    """http://10.0.0.5:8100, http://[fd00::5]:8100 or http://engine-0.engine.ns.svc:8100."""
-    try:
-        if ipaddress.ip_address(host).version == 6:
-            host = f"[{host}]"
-    except ValueError:
-        pass  # a host name
-    return f"{scheme}://{host}:{port}"
 
 
 def address_name(host: str, port: int) -> str:
