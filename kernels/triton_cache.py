@@ -12,7 +12,7 @@ import triton
 import triton.language as tl
 
 
-@triton.jit
+@triton.jit(do_not_specialize_on_alignment=["slot_mapping_ptr"])  # a step-buffer address (triton_decode.py)
 def _write_kv_cache_kernel(
     key_ptr,  # [T, Hkv, D] new keys (any strides)
     value_ptr,  # [T, Hkv, D] new values (any strides)

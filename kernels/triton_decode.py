@@ -53,7 +53,12 @@ def plan_splits(num_seqs: int, num_kv_heads: int, max_context_tokens: int, sm_co
     return math.ceil(max_context_tokens / partition_tokens), partition_tokens
 
 
-@triton.jit
+@triton.jit(
+    # Values and table/length addresses that change from step to step: specialising on them (== 1, divisible by 16,
+    # 16-byte aligned) compiled a new variant mid-run, a stall of about a second each on an H100.
+    do_not_specialize=["num_splits", "partition_tokens", "stride_table_s"],
+    do_not_specialize_on_alignment=["block_tables_ptr", "seq_lens_ptr"],
+)
 def _decode_partition_kernel(
     out_ptr,  # [S, Hq, D] final output, written here when ONE_SPLIT
     part_out_ptr,  # [S, Hq, num_splits, D] fp32 normalised partial outputs (unused when ONE_SPLIT)
@@ -160,7 +165,7 @@ def _decode_partition_kernel(
         tl.store(part_out_ptr + lse_rows[:, None] * HEAD_DIM + dims[None, :], out_tile, mask=head_mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["num_splits", "partition_tokens"], do_not_specialize_on_alignment=["seq_lens_ptr"])
 def _decode_merge_kernel(
     out_ptr,  # [S, Hq, D]
     part_out_ptr,  # [S, Hq, num_splits, D] fp32

@@ -26,7 +26,11 @@ BLOCK_M = 64  # query rows (tokens x heads of a GQA group) per program
 _LOG2E = 1.4426950408889634
 
 
-@triton.jit
+@triton.jit(
+    # As in the decode kernel: per-step values and step-buffer addresses would each compile a variant mid-run.
+    do_not_specialize=["num_seqs", "stride_table_s"],
+    do_not_specialize_on_alignment=["block_tables_ptr", "query_start_loc_ptr", "seq_lens_ptr"],
+)
 def _prefill_kernel(
     out_ptr,  # [T, Hq, D]
     query_ptr,  # [T, Hq, D]
