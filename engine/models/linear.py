@@ -9,8 +9,12 @@ them is fastest depends on the CPU and its BLAS, by a factor of two to four eith
   30 us through `F.linear` at one row against 114 us as W @ xᵀ, 67 against 123 us at eight; past 8 rows W @ xᵀ
   wins on the wider products (the LM head, the down projection).
 So a CPU model times both on each of its weight shapes at load, for row buckets up to SMALL_BATCH_ROWS, at the
-thread count it starts with, and keeps the faster (TimedCpuLinear, ~0.1 s once for the small preset; W @ xᵀ only at
-a clear margin); past SMALL_BATCH_ROWS the two converge and `F.linear` runs. The choice can differ between a quiet
+thread count it starts with, and keeps the faster (TimedCpuLinear, ~0.2 s once for the small preset; W @ xᵀ only at
+a clear margin); past SMALL_BATCH_ROWS the two converge and `F.linear` runs. It times passes over all the model's
+matrices in forward order, as a decode step reads them, not one matrix called again and again: a matrix read back
+to back stays in cache, and on a CPU whose cache is smaller than the model (the 2026-12-06 AMD box: 32 MiB of L3, 44
+MB of matrices in the small preset) a step reads each one cold. Timed hot, `F.linear` won every bucket there; in a
+real step W @ xᵀ took 1.6 ms for all the products of one row against 4.3 ms. The choice can differ between a quiet
 machine's two threads and a busy one's one (the down projection at 16-32 rows on the Intel box): it is made for the
 quiet case. The choice is fixed for the process, so a row's bits depend on the rows beside it only through its
 bucket (and SMALL_BATCH_ROWS). The batch-invariant mode keeps W @ xᵀ on fixed tiles whatever the timing says: two
@@ -32,9 +36,9 @@ TRANSPOSED_MAX_TIME_RATIO = 0.7
 """W @ xᵀ replaces F.linear only when it took at most this fraction of F.linear's time. Where the two are close the
 timing would pick one or the other from run to run, and replicas of one model on one machine would round some
 products differently; a clear margin keeps their choices the same (on the two boxes measured the wins were 2-4x)."""
-TIMING_BUDGET_S = 0.002
-"""Per shape and bucket: the two candidates are called in turn (the fastest call of each counts) until this much
-time is spent, after at least 3 calls each."""
+TIMING_BUDGET_S = 0.02
+"""Per row bucket: passes over the model's matrices, the two candidates in turn, until this much time is spent,
+after at least 3 passes each."""
 UNTIMED_CALL_S = 0.02
 """A product slower than this (an 8B model's LM head on a CPU) is not timed: it streams its weight from memory
 either way, and timing it would add seconds to the load."""
@@ -62,11 +66,11 @@ class TimedCpuLinear:
     def __init__(self, weights: Iterable[torch.Tensor]) -> None:
         self.transposed: dict[tuple[int, int], tuple[bool, ...]] = {}
         """Per weight shape (N, K), per ROW_BUCKETS entry: True where W @ xᵀ won."""
+        weights = list(weights)
         with torch.inference_mode():
-            for weight in weights:
-                shape = (weight.shape[0], weight.shape[1])
-                if shape not in self.transposed:
-                    self.transposed[shape] = tuple(_transposed_wins(weight, rows) for rows in ROW_BUCKETS)
+            per_bucket = [_transposed_wins(weights, rows) for rows in ROW_BUCKETS]
+        for shape in dict.fromkeys(_shape(w) for w in weights):
+            self.transposed[shape] = tuple(wins.get(shape, False) for wins in per_bucket)
 
     def __call__(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         rows = x.shape[0]
@@ -75,24 +79,41 @@ class TimedCpuLinear:
         return F.linear(x, weight, bias)
 
 
-def _transposed_wins(weight: torch.Tensor, rows: int) -> bool:
-    x = torch.randn(rows, weight.shape[1], dtype=weight.dtype, generator=torch.Generator().manual_seed(rows))
-    calls = (lambda: F.linear(x, weight), lambda: cpu_linear(x, weight))
-    fastest_s = [_call_s(call) for call in calls]  # the first call of a shape pays for oneDNN's and MKL's set-up
-    if min(fastest_s) > UNTIMED_CALL_S:
-        return False
+def _shape(weight: torch.Tensor) -> tuple[int, int]:
+    return weight.shape[0], weight.shape[1]
+
+
+def _transposed_wins(weights: list[torch.Tensor], rows: int) -> dict[tuple[int, int], bool]:
+    """Per weight shape: whether W @ xᵀ took at most TRANSPOSED_MAX_TIME_RATIO of F.linear's time for `rows` rows,
+    summed over the matrices of that shape in a pass over all of them (each candidate's fastest pass counts). Shapes
+    whose first call took over UNTIMED_CALL_S are left out (False) and out of the passes."""
+    gen = torch.Generator().manual_seed(rows)
+    inputs = {k: torch.randn(rows, k, dtype=weights[0].dtype, generator=gen) for k in {w.shape[1] for w in weights}}
+    candidates = (F.linear, cpu_linear)
+    quick_shapes = set()
+    for weight in {_shape(w): w for w in weights}.values():  # a shape's first call also pays for oneDNN's set-up
+        if min(_call_s(c, inputs[weight.shape[1]], weight) for c in candidates) <= UNTIMED_CALL_S:
+            quick_shapes.add(_shape(weight))
+    timed = [w for w in weights if _shape(w) in quick_shapes]
+    fastest_s: list[dict[tuple[int, int], float]] = [{}, {}]  # per candidate, per shape: its fastest pass's seconds
     spent_s, rounds = 0.0, 0
-    while rounds < 3 or spent_s < TIMING_BUDGET_S:
-        for i, call in enumerate(calls):
-            took_s = _call_s(call)
-            fastest_s[i], spent_s = min(fastest_s[i], took_s), spent_s + took_s
+    while timed and (rounds < 3 or spent_s < TIMING_BUDGET_S):
+        for candidate, fastest in zip(candidates, fastest_s):
+            pass_s: dict[tuple[int, int], float] = {}
+            for weight in timed:
+                took_s = _call_s(candidate, inputs[weight.shape[1]], weight)
+                pass_s[_shape(weight)] = pass_s.get(_shape(weight), 0.0) + took_s
+                spent_s += took_s
+            for shape, seconds in pass_s.items():
+                fastest[shape] = min(fastest.get(shape, seconds), seconds)
         rounds += 1
-    return fastest_s[1] <= TRANSPOSED_MAX_TIME_RATIO * fastest_s[0]
+    linear_s, transposed_s = fastest_s
+    return {shape: transposed_s[shape] <= TRANSPOSED_MAX_TIME_RATIO * linear_s[shape] for shape in linear_s}
 
 
-def _call_s(call: Callable[[], torch.Tensor]) -> float:
+def _call_s(product: Linear, x: torch.Tensor, weight: torch.Tensor) -> float:
     started = time.perf_counter()
-    call()
+    product(x, weight, None)
     return time.perf_counter() - started
 
 

@@ -79,3 +79,35 @@ def test_the_invariant_product_gives_a_row_the_same_bits_at_any_row_count(thread
         torch.testing.assert_close(invariant_linear(x, weight), F.linear(x, weight), rtol=1e-4, atol=1e-4)
     finally:
         torch.set_num_threads(previous)
+
+
+def test_the_timing_reads_every_matrix_in_turn_as_a_step_does(monkeypatch):
+    """A pass calls one candidate on every matrix in forward order before the other candidate's pass: a matrix timed
+    back to back would be hot in cache, and a step reads it cold wherever the model outgrows the cache."""
+    from engine.models import linear
+
+    weights = [torch.randn(64, 32), torch.randn(32, 64), torch.randn(64, 32)]
+    calls: list[tuple[str, int]] = []
+    real_call_s = linear._call_s
+
+    def recording_call_s(product, x, weight):
+        calls.append((product.__name__, next(i for i, w in enumerate(weights) if w is weight)))
+        return real_call_s(product, x, weight)
+
+    monkeypatch.setattr(linear, "_call_s", recording_call_s)
+    wins = linear._transposed_wins(weights, rows=2)
+    assert set(wins) == {(64, 32), (32, 64)}
+    timed_calls = calls[2 * 2 :]  # after each shape's first (set-up) call with each candidate
+    passes = [timed_calls[i : i + len(weights)] for i in range(0, len(timed_calls), len(weights))]
+    assert len(passes) >= 6  # at least 3 rounds of the two candidates
+    for index, one_pass in enumerate(passes):
+        name = "linear" if index % 2 == 0 else "cpu_linear"
+        assert one_pass == [(name, 0), (name, 1), (name, 2)]
+
+
+def test_products_too_slow_to_time_keep_f_linear(monkeypatch):
+    from engine.models import linear
+
+    monkeypatch.setattr(linear, "UNTIMED_CALL_S", 0.0)
+    timed = TimedCpuLinear([torch.randn(64, 32), torch.randn(32, 64)])
+    assert timed.transposed == {(64, 32): (False,) * len(ROW_BUCKETS), (32, 64): (False,) * len(ROW_BUCKETS)}
