@@ -1,8 +1,9 @@
-"""The prepared GPU benchmark (entry: bench/gpu/run.sh). Three sections, each guarded so one failure prints FAIL
+"""The prepared GPU benchmark (entry: bench/gpu/run.sh). Four sections, each guarded so one failure prints FAIL
 and the rest still run, all within one time budget (the slot is 8 minutes):
 
   check   every Triton kernel vs its torch reference on fresh random inputs      (checks.py)
   timing  kernel timings vs the measured device-to-device copy bandwidth         (timings.py)
+  equiv   greedy tokens of the GPU path (Triton, CUDA graphs) against the torch kernels, fp32  (equivalence.py)
   engine  Llama-3-8B shape, bf16, dummy weights, ShareGPT-like mix (child process) (engine_bench.py)
 
 One table at the end; JSON in $OUT/bench_gpu.json (./bench_gpu_out/ when OUT is unset), rewritten after every row.
@@ -18,7 +19,7 @@ import subprocess
 import sys
 import time
 
-SECTIONS = ("check", "timing", "engine")
+SECTIONS = ("check", "timing", "equiv", "engine")
 CHECKS_SHARE, TIMINGS_SHARE = 0.30, 0.20  # of the budget; the engine gets what is left (at least half)
 
 
@@ -70,6 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     if "timing" in sections and ops is not None:
         profile = _pick(timings, args.cpu_smoke)
         peak_gbps = _section(report, "timing", lambda: timings.run_timings(report, ops, profile, device, timings_stop))
+    if "equiv" in sections:
+        from bench.gpu import equivalence
+
+        profile = _pick(equivalence, args.cpu_smoke)
+        _section(report, "equiv", lambda: equivalence.run_equivalence(report, profile, device))
     if "engine" in sections:
         _section(report, "engine", lambda: _engine(report, deadline, peak_gbps or 0.0, args.cpu_smoke))
 
