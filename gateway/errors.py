@@ -63,12 +63,14 @@ def unknown_model(model: str) -> ApiError:
 def context_length_exceeded(
     prompt_tokens: int, max_tokens: int, max_model_len: int, param: str, at_least: bool = False
 ) -> ApiError:
-    """`at_least`: prompt_tokens is a lower bound (the prompt was too long to be worth counting exactly)."""
+    """`at_least`: prompt_tokens is a lower bound (the prompt was too long to be worth counting exactly).
+    max_tokens 0: an embedding, which has an input and no completion."""
     bound = "at least " if at_least else ""
-    message = (
-        f"This model's maximum context length is {max_model_len} tokens. However, you requested {bound}"
-        f"{prompt_tokens + max_tokens} tokens ({bound}{prompt_tokens} in the prompt, {max_tokens} for the completion)."
-    )
+    message = f"This model's maximum context length is {max_model_len} tokens. However, you requested {bound}"
+    if max_tokens:
+        message += f"{prompt_tokens + max_tokens} tokens ({bound}{prompt_tokens} in the prompt, {max_tokens} for the completion)."
+    else:
+        message += f"{prompt_tokens} tokens in the input."
     return ApiError(400, message, "invalid_request_error", "context_length_exceeded", param)
 
 

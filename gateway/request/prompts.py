@@ -36,15 +36,16 @@ async def measure(parsed: ParsedRequest, model: ModelConfig, tokenizer: PromptTo
         _check_context(prompt.prompt_tokens, parsed, model, tokenizer, "messages")
         return prompt
     total, longest, first_ids, first_text = 0, 0, None, ""
+    param = "input" if parsed.kind == EMBEDDINGS else "prompt"
     for i, item in enumerate(parsed.prompts):
         if isinstance(item, str):
             if tokenizer:
-                _check_context(tokenizer.min_tokens(item), parsed, model, tokenizer, "prompt", at_least=True)
+                _check_context(tokenizer.min_tokens(item), parsed, model, tokenizer, param, at_least=True)
             ids = await tokenizer.encode(item, add_special_tokens=True) if tokenizer else None
             count = len(ids) if ids is not None else estimate_tokens(item)
         else:
             ids, count = item, len(item)
-        _check_context(count, parsed, model, tokenizer, "prompt")
+        _check_context(count, parsed, model, tokenizer, param)
         if i == 0:
             first_ids, first_text = ids, item if isinstance(item, str) else ""
         total += count

@@ -137,6 +137,22 @@ def test_a_prompt_that_fills_the_window_leaves_no_room_for_an_answer(local_gatew
     assert "(4096 in the prompt, 1 for the completion)" in error["message"]
 
 
+
+def test_an_embedding_input_past_the_window_is_refused_on_input(local_gateway):
+    """An embedding has an input and no completion: the error names `input` and counts no completion tokens."""
+    key = local_gateway.admin.key(local_gateway.admin.tenant())
+    for text_or_ids, exact in (("word " * 300_000, False), ([7] * 4097, True)):
+        response = httpx.post(
+            local_gateway.url + "/v1/embeddings",
+            headers={"authorization": f"Bearer {key}"},
+            timeout=30,
+            json={"model": "tiny", "input": text_or_ids},
+        )
+        error = response.json()["error"]
+        assert response.status_code == 400 and (error["code"], error["param"]) == ("context_length_exceeded", "input")
+        assert "completion" not in error["message"] and "tokens in the input" in error["message"]
+        assert ("4097 tokens in the input" in error["message"]) == exact
+
 # -- real-world chat templates, on the tiny model's vocabulary -------------------------------------------------------
 # Shortened from the models' own tokenizer_config.json (the structure and the features they lean on are kept:
 # strftime_now, tojson with indent, namespace, raise_exception, {% generation %}, tools, trim/lstrip blocks).
