@@ -51,6 +51,17 @@ _AFTER_PRIOR = rf"(?=\s*(?:$|[.,;:!?)\]\"'“”]|and\b|then\b|instead\b|{_TARGE
 
 _VOID = r"(?:no\s+longer\s+appl(?:y|ies)|(?:is|are)\s+(?:now\s+)?(?:no\s+longer\s+valid|void|cancell?ed|revoked))\b"
 
+# Between a qualifier and the prompt noun, up to two words, none of them a preposition: "the previous paragraph about
+# instructions for assembling furniture" is about instructions, it does not ask for the model's.
+_FILLER = r"(?:(?!(?:about|on|of|regarding|for|with|in|to)\b)\w+\s+){0,2}?"
+_PROMPT_NOUN = r"(?:prompts?|instructions|system\s+messages?|directives|guidelines|rules|prompt\s+texts?)\b"
+# "The previous instructions" can be the user's own: "the previous instructions (you gave me) for the recipe" names a
+# task, so it is not asked for as the model's prompt ("for me" / "for us" still is).
+_NOT_A_TOPICS_STEPS = (
+    r"(?!\s+(?:(?:you|we)\s+(?:gave|sent|wrote|told)\s+(?:me|us)\s+)?(?:for\s+(?!me\b|us\b)|about\b|on\s+how\b))"
+)
+
+
 _RULES_EN: tuple[Rule, ...] = (
     # -- instruction override
     make_rule(
@@ -115,7 +126,10 @@ _RULES_EN: tuple[Rule, ...] = (
         ("forget", "ignor", "disregard"),
         r"\b(?:forget|ignore|disregard)\s+(?:about\s+)?(?:everything|all\s+(?:of\s+)?(?:that|this|the\s+above))\b"
         # "forget everything I said about the budget" takes back one topic, not the model's instructions
-        r"(?!\s+(?:I|we)\s+(?:said|told\s+you|wrote|mentioned)\s+about\b)",
+        r"(?!\s+(?:I|we)\s+(?:said|told\s+you|wrote|mentioned)\s+about\b)"
+        # and so does "forget everything about my last order"; "... about your rules" is still the attack
+        r"(?!\s+(?:about|regarding|concerning)\s+(?!your\b|the\s+(?:above|previous|prior|system|rules?\b"
+        r"|instructions?\b|guidelines\b)|(?:previous|prior|earlier|above)\b))",
     ),
     # The prompt declares what the model was told void: "your previous instructions no longer apply". Weak when what
     # is void is only "the above": "the above no longer applies after March" is ordinary in an email.
@@ -536,12 +550,12 @@ _RULES_EN: tuple[Rule, ...] = (
         # summarising, translating or encoding the prompt leaks it as surely as printing it
         r"\b(?:reveal|show|print|display|output|repeat|tell\s+me|give\s+me|share|leak|dump|list|write\s+down"
         r"|summari[sz]e|paraphrase|translate|recite|quote|encode|spell\s+out)\b"
-        r"[^.?!\n]{0,30}?\b(?:your|initial|hidden|secret|original|system|internal|confidential|above|previous)\s+"
-        r"(?:\w+\s+){0,2}?(?:prompts?|instructions|system\s+messages?|directives|guidelines|rules|prompt\s+texts?)\b"
+        r"[^.?!\n]{0,30}?\b(?:(?:your|initial|hidden|secret|original|system|internal|confidential)\s+"
+        rf"{_FILLER}{_PROMPT_NOUN}|(?:above|previous)\s+{_FILLER}{_PROMPT_NOUN}{_NOT_A_TOPICS_STEPS})"
         # a question asks for this model's prompt only through "your" / "the": "what is a system prompt?" is not
-        r"|\bwhat\s+(?:is|are|was|were)\s+(?:your|the\s+(?:initial|hidden|secret|original|system|internal"
-        r"|confidential|above|previous))\s+(?:\w+\s+){0,2}?(?:prompts?|instructions|system\s+messages?"
-        r"|directives|guidelines|rules|prompt\s+texts?)\b",
+        r"|\bwhat\s+(?:is|are|was|were)\s+(?:(?:your|the\s+(?:initial|hidden|secret|original|system|internal"
+        rf"|confidential))\s+{_FILLER}{_PROMPT_NOUN}|the\s+(?:above|previous)\s+{_FILLER}{_PROMPT_NOUN}"
+        rf"{_NOT_A_TOPICS_STEPS})",
     ),
     make_rule(
         "repeat_text_above",
@@ -658,6 +672,7 @@ _RULES_EN: tuple[Rule, ...] = (
 )
 # the same families phrased in German and Spanish, the frames with no override verb (rules_frames.py), then the three
 # attack cores in the languages those do not read (rules_multilingual.py)
+
 RULES: tuple[Rule, ...] = _RULES_EN + RULES_DE_ES + RULES_FRAMES + RULES_MULTILINGUAL
 
 ENCODED_PAYLOAD_WEIGHT = 0.5
