@@ -363,7 +363,7 @@ def replica_roles(disagg: bool) -> list[str]:
 
 def replica_args(model_dir: Path, port: int, role: str = "both") -> list[str]:
     """`sluicegate engine` flags of one replica: CPU, a share of the cores (the replicas and the gateway run side
-    by side), a small KV pool, a short drain so Ctrl-C is quick; its part in disaggregated serving."""
+    by side), a small KV pool, a short drain so Ctrl-C is quick, tool calling; its part in disaggregated serving."""
     threads = max(1, (os.cpu_count() or 1) // NUM_REPLICAS)
     return [
         "--kv-role",
@@ -382,6 +382,8 @@ def replica_args(model_dir: Path, port: int, role: str = "both") -> list[str]:
         "5",
         "--log-level",
         "warning",
+        "--tool-call-parser",
+        "llama3_json",  # the tiny model's chat template writes tool calls in Llama 3's JSON
     ]
 
 

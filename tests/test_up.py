@@ -4,6 +4,7 @@ run), a completion through the gateway with the printed key via the `openai` cli
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -81,6 +82,7 @@ def test_replica_flags_are_the_engine_clis_own(tmp_path):
     engine_config, server_config = build_configs(_parser().parse_args(replica_args(tmp_path, 8123)))
     assert (engine_config.device, engine_config.kv_cache_memory_bytes) == ("cpu", REPLICA_KV_CACHE_BYTES)
     assert (server_config.port, server_config.host) == (8123, "127.0.0.1")
+    assert server_config.tool_call_parser == "llama3_json"  # the tiny model's template writes Llama 3 tool calls
 
 
 def test_port_in_use_is_an_error_before_anything_starts(tmp_path):
@@ -112,6 +114,32 @@ def test_printed_key_serves_a_completion_through_the_gateway(stack):
     assert completion.usage.completion_tokens == 8 and completion.choices[0].text
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=base_url, api_key="sk-sg-wrong", max_retries=0).models.list()
+
+
+def test_tools_work_through_the_local_stack(stack):
+    """An OpenAI client that passes tools (tool_choice 'auto' by default) gets an answer, and a forced call is a
+    well-formed tool call: the replicas parse tool calls and the tiny model's template renders tools."""
+    _, output, _ = stack
+    base_url = re.search(r"^  gateway   (\S+)$", output, re.M).group(1)
+    api_key = re.search(r"^  api key   (\S+)$", output, re.M).group(1)
+    client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=60)
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            },
+        }
+    ]
+    messages = [{"role": "user", "content": "Weather in Rome?"}]
+    auto = client.chat.completions.create(model="tiny", messages=messages, tools=tools, max_tokens=8)
+    assert auto.choices[0].finish_reason in ("stop", "length", "tool_calls")
+    forced = client.chat.completions.create(
+        model="tiny", messages=messages, tools=tools, tool_choice="required", max_tokens=64
+    )
+    call = forced.choices[0].message.tool_calls[0]
+    assert call.function.name == "get_weather" and isinstance(json.loads(call.function.arguments)["city"], str)
 
 
 def test_printed_admin_token_works_and_the_tenant_holds_only_the_demo_key(stack):
