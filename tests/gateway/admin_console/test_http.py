@@ -8,7 +8,7 @@ import pytest
 
 from gateway.admin.console.session import COOKIE_NAME
 from tests.gateway.admin_console.helpers import console_client, csrf_of, logged_in
-from tests.gateway.conftest import ADMIN_TOKEN, REDIS_URL, Admin, gateway_config, serve_gateway
+from tests.gateway.conftest import ADMIN_TOKEN, REDIS_URL, Admin, gateway_config, serve_gateway, wait_until
 from tests.gateway.test_admin_replicas import routed_config
 
 
@@ -160,6 +160,22 @@ def test_keys_are_issued_once_rotated_revoked_and_deleted(redis_gateway):
     assert bad.status_code == 400  # the API's own validation, shown as a page
     assert client.post(f"/tenants/keyed/keys/{new_id}/revoke", data={"csrf": csrf}).status_code == 303
     assert httpx.get(redis_gateway.url + "/v1/models", headers=auth).status_code == 401
+    # Only what the API would do is offered: a revoked key can be deleted; an expired one given a new expiry,
+    # revoked or deleted, not rotated (409) or limited; an active one everything.
+    short = client.post("/tenants/keyed/keys", data={"name": "short", "ttl_h": "", "csrf": csrf})
+    assert short.status_code == 200
+    short_id = next(k["key_id"] for k in Admin(redis_gateway.url).http.get("/tenants/keyed/keys").json()["data"]
+                    if k["name"] == "short")  # fmt: skip
+    page = client.get("/tenants/keyed").text
+    assert _row_actions(page, short_id) == ["rotate", "limits", "expiry", "revoke", "delete"]
+    assert (
+        client.post(f"/tenants/keyed/keys/{short_id}/expiry", data={"ttl_h": "0.0001", "csrf": csrf}).status_code == 303
+    )
+    wait_until(lambda: "expired" in _row(client.get("/tenants/keyed").text, short_id))
+    page = client.get("/tenants/keyed").text
+    assert _row_actions(page, new_id) == ["delete"]
+    assert _row_actions(page, short_id) == ["expiry", "revoke", "delete"]
+    assert client.post(f"/tenants/keyed/keys/{short_id}/delete", data={"csrf": csrf}).status_code == 303
     assert client.post(f"/tenants/keyed/keys/{new_id}/delete", data={"csrf": csrf}).status_code == 303
     remaining = Admin(redis_gateway.url).http.get("/tenants/keyed/keys").json()["data"]
     assert [k["key_id"] for k in remaining] == [key["key_id"]]
@@ -191,3 +207,12 @@ def test_replicas_are_added_drained_and_removed_from_the_console(routed_gateway,
     assert client.post("/replicas/drain", data={"model": "tiny", "name": "zz", "csrf": csrf}).status_code == 404
     assert client.post("/replicas/drain", data={"model": "nope", "name": "a", "csrf": csrf}).status_code == 404
     assert client.post("/replicas/drain", data={"model": "tiny", "name": "a"}).status_code == 403
+
+
+def _row(page: str, key_id: str) -> str:
+    return page.split(f'<tr id="key-{key_id}">')[1].split("</tr>")[0]
+
+
+def _row_actions(page: str, key_id: str) -> list[str]:
+    """The actions (the last path segment of each form) offered in a key's row of the tenant page."""
+    return [action.split('"')[0] for action in _row(page, key_id).split(f"/keys/{key_id}/")[1:]]
