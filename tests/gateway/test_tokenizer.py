@@ -137,7 +137,6 @@ def test_a_prompt_that_fills_the_window_leaves_no_room_for_an_answer(local_gatew
     assert "(4096 in the prompt, 1 for the completion)" in error["message"]
 
 
-
 def test_an_embedding_input_past_the_window_is_refused_on_input(local_gateway):
     """An embedding has an input and no completion: the error names `input` and counts no completion tokens."""
     key = local_gateway.admin.key(local_gateway.admin.tenant())
@@ -152,6 +151,7 @@ def test_an_embedding_input_past_the_window_is_refused_on_input(local_gateway):
         assert response.status_code == 400 and (error["code"], error["param"]) == ("context_length_exceeded", "input")
         assert "completion" not in error["message"] and "tokens in the input" in error["message"]
         assert ("4097 tokens in the input" in error["message"]) == exact
+
 
 # -- real-world chat templates, on the tiny model's vocabulary -------------------------------------------------------
 # Shortened from the models' own tokenizer_config.json (the structure and the features they lean on are kept:
