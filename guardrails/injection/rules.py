@@ -51,16 +51,15 @@ _AFTER_PRIOR = rf"(?=\s*(?:$|[.,;:!?)\]\"'“”]|and\b|then\b|instead\b|{_TARGE
 
 _VOID = r"(?:no\s+longer\s+appl(?:y|ies)|(?:is|are)\s+(?:now\s+)?(?:no\s+longer\s+valid|void|cancell?ed|revoked))\b"
 
-# Between a qualifier and the prompt noun, up to two words, none of them a preposition: "the previous paragraph about
-# instructions for assembling furniture" is about instructions, it does not ask for the model's.
-_FILLER = r"(?:(?!(?:about|on|of|regarding|for|with|in|to)\b)\w+\s+){0,2}?"
+# Between a qualifier and the prompt noun, up to two words ("your set of instructions"). After "the previous /
+# above" none may be "about", "on", "regarding" or "concerning": "the previous paragraph about instructions for
+# assembling furniture" is about instructions; it does not ask for the model's.
+_FILLER = r"(?:\w+\s+){0,2}?"
+_FILLER_NO_TOPIC = r"(?:(?!(?:about|on|regarding|concerning)\b)\w+\s+){0,2}?"
 _PROMPT_NOUN = r"(?:prompts?|instructions|system\s+messages?|directives|guidelines|rules|prompt\s+texts?)\b"
-# "The previous instructions" can be the user's own: "the previous instructions (you gave me) for the recipe" names a
-# task, so it is not asked for as the model's prompt ("for me" / "for us" still is).
-_NOT_A_TOPICS_STEPS = (
-    r"(?!\s+(?:(?:you|we)\s+(?:gave|sent|wrote|told)\s+(?:me|us)\s+)?(?:for\s+(?!me\b|us\b)|about\b|on\s+how\b))"
-)
-
+# "The previous instructions" are the user's own when the prompt says so: "... you gave me", "... we sent us", "...
+# for step 3". Any "for X" stays the attack ("for the auditors", "for logging", "for me").
+_USERS_OWN = r"(?!\s+(?:(?:you|we)\s+(?:gave|sent|wrote|told)\s+(?:me|us)\b|for\s+step\s+\d))"
 
 _RULES_EN: tuple[Rule, ...] = (
     # -- instruction override
@@ -127,9 +126,8 @@ _RULES_EN: tuple[Rule, ...] = (
         r"\b(?:forget|ignore|disregard)\s+(?:about\s+)?(?:everything|all\s+(?:of\s+)?(?:that|this|the\s+above))\b"
         # "forget everything I said about the budget" takes back one topic, not the model's instructions
         r"(?!\s+(?:I|we)\s+(?:said|told\s+you|wrote|mentioned)\s+about\b)"
-        # and so does "forget everything about my last order"; "... about your rules" is still the attack
-        r"(?!\s+(?:about|regarding|concerning)\s+(?!your\b|the\s+(?:above|previous|prior|system|rules?\b"
-        r"|instructions?\b|guidelines\b)|(?:previous|prior|earlier|above)\b))",
+        # and so does "forget everything about my last order": what is the user's own, not the model's
+        r"(?!\s+(?:about|regarding|concerning)\s+(?:my|our)\b)",
     ),
     # The prompt declares what the model was told void: "your previous instructions no longer apply". Weak when what
     # is void is only "the above": "the above no longer applies after March" is ordinary in an email.
@@ -551,11 +549,11 @@ _RULES_EN: tuple[Rule, ...] = (
         r"\b(?:reveal|show|print|display|output|repeat|tell\s+me|give\s+me|share|leak|dump|list|write\s+down"
         r"|summari[sz]e|paraphrase|translate|recite|quote|encode|spell\s+out)\b"
         r"[^.?!\n]{0,30}?\b(?:(?:your|initial|hidden|secret|original|system|internal|confidential)\s+"
-        rf"{_FILLER}{_PROMPT_NOUN}|(?:above|previous)\s+{_FILLER}{_PROMPT_NOUN}{_NOT_A_TOPICS_STEPS})"
+        rf"{_FILLER}{_PROMPT_NOUN}|(?:above|previous)\s+{_FILLER_NO_TOPIC}{_PROMPT_NOUN}{_USERS_OWN})"
         # a question asks for this model's prompt only through "your" / "the": "what is a system prompt?" is not
         r"|\bwhat\s+(?:is|are|was|were)\s+(?:(?:your|the\s+(?:initial|hidden|secret|original|system|internal"
-        rf"|confidential))\s+{_FILLER}{_PROMPT_NOUN}|the\s+(?:above|previous)\s+{_FILLER}{_PROMPT_NOUN}"
-        rf"{_NOT_A_TOPICS_STEPS})",
+        rf"|confidential))\s+{_FILLER}{_PROMPT_NOUN}|the\s+(?:above|previous)\s+{_FILLER_NO_TOPIC}{_PROMPT_NOUN}"
+        rf"{_USERS_OWN})",
     ),
     make_rule(
         "repeat_text_above",
