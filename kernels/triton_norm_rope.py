@@ -88,7 +88,7 @@ def _launch_rms_norm(out, residual_out, x, residual, weight, eps: float, has_res
     )
 
 
-@triton.jit
+@triton.jit(do_not_specialize_on_alignment=["positions_ptr"])  # a step-buffer address (triton_decode.py)
 def _rotary_kernel(
     query_out_ptr,  # [T, Hq, D] contiguous
     key_out_ptr,  # [T, Hkv, D] contiguous

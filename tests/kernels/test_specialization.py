@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernels import triton_cache, triton_decode, triton_prefill
+from kernels import triton_cache, triton_decode, triton_norm_rope, triton_prefill
 
 PER_STEP = {
     triton_decode._decode_partition_kernel: (
@@ -21,6 +21,7 @@ PER_STEP = {
         {"block_tables_ptr", "query_start_loc_ptr", "seq_lens_ptr"},
     ),
     triton_cache._write_kv_cache_kernel: (set(), {"slot_mapping_ptr"}),
+    triton_norm_rope._rotary_kernel: (set(), {"positions_ptr"}),
 }
 
 
