@@ -39,6 +39,9 @@ products differently; a clear margin keeps their choices the same (on the two bo
 TIMING_BUDGET_S = 0.02
 """Per row bucket: passes over the model's matrices, the two candidates in turn, until this much time is spent,
 after at least 3 passes each."""
+PASS_BYTES = 1 << 30
+"""A timing pass reads the model's matrices up to this many bytes: more than any CPU's last-level cache (the largest
+measured here held 480 MiB), so each is read cold as in a step, and an 8B model's pass stays ~1 GiB."""
 UNTIMED_CALL_S = 0.02
 """A product slower than this (an 8B model's LM head on a CPU) is not timed: it streams its weight from memory
 either way, and timing it would add seconds to the load."""
@@ -85,8 +88,10 @@ def _shape(weight: torch.Tensor) -> tuple[int, int]:
 
 def _transposed_wins(weights: list[torch.Tensor], rows: int) -> dict[tuple[int, int], bool]:
     """Per weight shape: whether W @ xᵀ took at most TRANSPOSED_MAX_TIME_RATIO of F.linear's time for `rows` rows,
-    summed over the matrices of that shape in a pass over all of them (each candidate's fastest pass counts). Shapes
+    summed over the matrices of that shape in a pass (_pass_order; each candidate's fastest pass counts). Shapes
     whose first call took over UNTIMED_CALL_S are left out (False) and out of the passes."""
+    if not weights:
+        return {}
     gen = torch.Generator().manual_seed(rows)
     inputs = {k: torch.randn(rows, k, dtype=weights[0].dtype, generator=gen) for k in {w.shape[1] for w in weights}}
     candidates = (F.linear, cpu_linear)
@@ -94,7 +99,7 @@ def _transposed_wins(weights: list[torch.Tensor], rows: int) -> dict[tuple[int, 
     for weight in {_shape(w): w for w in weights}.values():  # a shape's first call also pays for oneDNN's set-up
         if min(_call_s(c, inputs[weight.shape[1]], weight) for c in candidates) <= UNTIMED_CALL_S:
             quick_shapes.add(_shape(weight))
-    timed = [w for w in weights if _shape(w) in quick_shapes]
+    timed = _pass_order([w for w in weights if _shape(w) in quick_shapes])
     fastest_s: list[dict[tuple[int, int], float]] = [{}, {}]  # per candidate, per shape: its fastest pass's seconds
     spent_s, rounds = 0.0, 0
     while timed and (rounds < 3 or spent_s < TIMING_BUDGET_S):
@@ -109,6 +114,18 @@ def _transposed_wins(weights: list[torch.Tensor], rows: int) -> dict[tuple[int, 
         rounds += 1
     linear_s, transposed_s = fastest_s
     return {shape: transposed_s[shape] <= TRANSPOSED_MAX_TIME_RATIO * linear_s[shape] for shape in linear_s}
+
+
+def _pass_order(weights: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The matrices a pass reads: the model's, in forward order, up to PASS_BYTES (then each shape not yet read, once).
+    Past the last-level cache a longer pass reads nothing colder; it only makes a large model's load slower."""
+    chosen, total_bytes, shapes = [], 0, set()
+    for weight in weights:
+        if total_bytes < PASS_BYTES or _shape(weight) not in shapes:
+            chosen.append(weight)
+            total_bytes += weight.numel() * weight.element_size()
+            shapes.add(_shape(weight))
+    return chosen
 
 
 def _call_s(product: Linear, x: torch.Tensor, weight: torch.Tensor) -> float:

@@ -111,3 +111,15 @@ def test_products_too_slow_to_time_keep_f_linear(monkeypatch):
     monkeypatch.setattr(linear, "UNTIMED_CALL_S", 0.0)
     timed = TimedCpuLinear([torch.randn(64, 32), torch.randn(32, 64)])
     assert timed.transposed == {(64, 32): (False,) * len(ROW_BUCKETS), (32, 64): (False,) * len(ROW_BUCKETS)}
+
+
+def test_a_large_models_pass_stops_past_the_byte_cap_but_reads_every_shape(monkeypatch):
+    """Past PASS_BYTES a pass reads nothing colder, only slower: the prefix of the model, then each unseen shape."""
+    from engine.models import linear
+
+    layers = [torch.zeros(64, 32), torch.zeros(32, 64)] * 4
+    lm_head = torch.zeros(128, 32)
+    monkeypatch.setattr(linear, "PASS_BYTES", 3 * 64 * 32 * 4)  # the first three matrices
+    chosen = linear._pass_order([*layers, lm_head])
+    assert [id(w) for w in chosen] == [id(w) for w in (*layers[:3], lm_head)]
+    assert linear._transposed_wins([], rows=1) == {}
