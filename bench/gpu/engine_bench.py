@@ -173,10 +173,12 @@ def main(argv: list[str] | None = None) -> int:
             return SamplingParams(max_tokens=max_tokens, ignore_eos=True, temperature=0.0)
 
         start = time.monotonic()
-        # Compiles the kernels and warms the caches: short prompts, then one full prefill chunk with decodes beside it.
+        # Compiles the kernels and warms the caches: short prompts, then a full prefill chunk and one more prompt, which
+        # is prefilled in a mixed step beside the first ones' decodes.
+        warm_batch = probe_batch // 4 + 1
         llm.generate(random_prompts([32] * 8, vocab, seed=1), greedy(8))
-        llm.generate(random_prompts([probe_prompt] * (probe_batch // 4), vocab, seed=4), greedy(4))
-        rows.add(f"warm-up (8 + {probe_batch // 4} requests)", round(time.monotonic() - start, 1), "s")
+        llm.generate(random_prompts([probe_prompt] * warm_batch, vocab, seed=4), greedy(4))
+        rows.add(f"warm-up (8 + {warm_batch} requests)", round(time.monotonic() - start, 1), "s")
 
         # Decode steps of a constant batch on the engine's step clock (synchronised at each phase on CUDA): the
         # forward pass, and what the step spends outside it (schedule, prepare, sample, output), per batch size.
