@@ -13,19 +13,20 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-# Llama-3 style chat template (header tokens, <|eot_id|> ends each turn).
-# Llama 3's layout. Tools render as a system turn of their JSON schemas and an assistant's tool calls as Llama 3's
-# JSON ({"name": ..., "parameters": ...}), the format of `--tool-call-parser llama3_json`, which `sluicegate up`
-# starts its replicas with; without tools or tool calls the prompt is the plain conversation.
+# Llama-3 style chat template (header tokens, <|eot_id|> ends each turn). Tools render as a system turn of their JSON
+# schemas and an assistant's tool calls as Llama 3's JSON ({"name": ..., "parameters": ...}, several joined by "; "),
+# the format of `--tool-call-parser llama3_json`, which `sluicegate up` starts its replicas with; without tools or
+# tool calls the prompt is the plain conversation.
 CHAT_TEMPLATE = (
     "{{ bos_token }}"
     "{% if tools %}<|start_header_id|>system<|end_header_id|>\n\n"
     "{% for tool in tools %}{{ tool | tojson }}\n{% endfor %}<|eot_id|>{% endif %}"
     "{% for message in messages %}"
     "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' }}"
-    "{% if message.tool_calls %}{% for call in message.tool_calls %}"
+    "{{ (message['content'] or '') | trim }}"
+    "{% for call in message.tool_calls or [] %}{% if not loop.first %}; {% endif %}"
     '{"name": "{{ call.function.name }}", "parameters": {{ call.function.arguments | tojson }}}'
-    "{% endfor %}{% else %}{{ (message['content'] or '') | trim }}{% endif %}<|eot_id|>"
+    "{% endfor %}<|eot_id|>"
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"
 )

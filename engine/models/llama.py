@@ -65,7 +65,7 @@ class LlamaModel:
         matrices = [m for layer in weights.layers for m in (layer.qkv, layer.o_proj, layer.gate_up, layer.down)]
         self.linear = linear_for(weights.embed.device, [*matrices, weights.lm_head], batch_invariant)
         self.ops = attention.ops
-        self.fused_norm_rope = attention.ops.backend == "triton"
+        self.fused_norm_rope = getattr(attention.ops, "backend", None) == "triton"  # (a bare reference module has none)
 
     @torch.inference_mode()
     def forward(

@@ -72,6 +72,8 @@ def _check_context(
     max_len = max_context(model, tokenizer)
     if max_len is None or (at_least and prompt_tokens < max_len):
         return
-    completion_tokens = parsed.max_tokens or (0 if parsed.kind == EMBEDDINGS else 1)
+    completion_tokens = (
+        0 if parsed.kind == EMBEDDINGS else (parsed.max_tokens or 1)
+    )  # an embedding's max_tokens is moot
     if prompt_tokens + completion_tokens > max_len:
         raise context_length_exceeded(prompt_tokens, completion_tokens, max_len, param, at_least)

@@ -145,7 +145,7 @@ def test_an_embedding_input_past_the_window_is_refused_on_input(local_gateway):
             local_gateway.url + "/v1/embeddings",
             headers={"authorization": f"Bearer {key}"},
             timeout=30,
-            json={"model": "tiny", "input": text_or_ids},
+            json={"model": "tiny", "input": text_or_ids, "max_tokens": 16},  # moot for an embedding
         )
         error = response.json()["error"]
         assert response.status_code == 400 and (error["code"], error["param"]) == ("context_length_exceeded", "input")
