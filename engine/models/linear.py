@@ -13,7 +13,7 @@ thread count it starts with, and keeps the faster (TimedCpuLinear, ~0.2 s once f
 a clear margin); past SMALL_BATCH_ROWS the two converge and `F.linear` runs. It times passes over all the model's
 matrices in forward order, as a decode step reads them, not one matrix called again and again: a matrix read back
 to back stays in cache, and on a CPU whose cache is smaller than the model (the 2026-12-06 AMD box: 32 MiB of L3, 44
-MB of matrices in the small preset) a step reads each one cold. Timed hot, `F.linear` won every bucket there; in a
+MB of matrices in the small preset) a step reads each one cold. Timed hot, `F.linear` won nearly every bucket there; in a
 real step W @ xᵀ took 1.6 ms for all the products of one row against 4.3 ms. The choice can differ between a quiet
 machine's two threads and a busy one's one (the down projection at 16-32 rows on the Intel box): it is made for the
 quiet case. The choice is fixed for the process, so a row's bits depend on the rows beside it only through its

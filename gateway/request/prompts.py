@@ -72,8 +72,7 @@ def _check_context(
     max_len = max_context(model, tokenizer)
     if max_len is None or (at_least and prompt_tokens < max_len):
         return
-    completion_tokens = (
-        0 if parsed.kind == EMBEDDINGS else (parsed.max_tokens or 1)
-    )  # an embedding's max_tokens is moot
+    # An embedding has no completion, whatever max_tokens it carries.
+    completion_tokens = 0 if parsed.kind == EMBEDDINGS else (parsed.max_tokens or 1)
     if prompt_tokens + completion_tokens > max_len:
         raise context_length_exceeded(prompt_tokens, completion_tokens, max_len, param, at_least)
