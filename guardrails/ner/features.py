@@ -1,8 +1,9 @@
 """Hashed token features for the tagger, cached per word so tagging a text costs a few dict look-ups per token.
 
-A token's features are its own (lower-cased word, shape, affixes, capitalization, gazetteer hits) plus its
-neighbours' (word and shape one and two tokens away). Both halves depend only on a word, so each word's feature ids
-are hashed once and reused in every position; `FeatureCache` bounds that cache.
+A token's features are its own (lower-cased word, shape, affixes, capitalization, gazetteer hits), its
+neighbours' (word and shape one and two tokens away), and two conjunctions (the word with the word before it, and with
+the word after it). The first two depend only on a word, so each word's feature ids are hashed once and reused in every
+position (`FeatureCache` bounds that cache); the conjunctions are hashed from those ids per text, with array ops.
 Boundaries: a word two tokens away inside the text is context even when it is outside the tagged range.
 """
 
@@ -20,8 +21,11 @@ _MASK = (1 << HASH_BITS) - 1
 BOUNDARY = "<s>"
 TITLES = frozenset("mr mrs ms miss dr prof sir madam herr frau dame lord mme mlle m sr sra srta don doña".split())
 _OWN = 9 + len(LIST_NAMES) + 1
-FEATURES_PER_TOKEN = _OWN + 3 + 3 + 1 + 1
-_ROW_WIDTH = FEATURES_PER_TOKEN  # a word's row: own ids, then its ids as P1, N1, P2, N2
+_ROW_WIDTH = _OWN + 3 + 3 + 1 + 1  # a word's row: own ids, then its ids as P1, N1, P2, N2
+_PAIRS = 2  # per position, not per word: (previous word, word), (word, next word)
+FEATURES_PER_TOKEN = _ROW_WIDTH + _PAIRS
+_OWN_WORD = 1  # column of a word's own ids (see WordFeatures)
+_NEXT_WORD = 0  # column of its P1 / N1 ids
 _P1 = slice(_OWN, _OWN + 3)
 _N1 = slice(_OWN + 3, _OWN + 6)
 _P2 = slice(_OWN + 6, _OWN + 7)
@@ -66,6 +70,12 @@ def _common_code(word: str, lower: str, common: frozenset[str]) -> str:
 
 def _gazetteer_code(lower: str) -> str:
     return "".join("1" if lower in words else "0" for words in gazetteer().values())
+
+
+def _pair(a: np.ndarray, b: np.ndarray, salt: int) -> np.ndarray:
+    """One hashed id per row for the conjunction of two ids (vectorised: a text's pairs are a few array ops)."""
+    mixed = (a.astype(np.int64) * 0x9E3779B1 + b.astype(np.int64) * 0x85EBCA77 + salt * 0xC2B2AE3D) >> 7
+    return (mixed & _MASK).astype(np.int32)
 
 
 class WordFeatures:
@@ -141,13 +151,22 @@ class FeatureCache:
             edge = self._boundary
             index = np.array([edge, edge] + [self._row(w) for w in words[first:last]] + [edge, edge], dtype=np.intp)
             table = self._table
-            return np.concatenate(
+            own = table[index[at], :_OWN]
+            p1 = table[index[at - 1], _P1]
+            n1 = table[index[at + 1], _N1]
+            # Conjunctions a linear model cannot form from the single ids: "Bank of" is an organization's start where
+            # "Bank" and "of" alone say little. On the held-out corpora (two seeds) they raised web text's PERSON
+            # and ORGANIZATION precision 1-4 points at equal recall. A third, the three shapes, did as well there but
+            # tagged "in room 4B" as a place (shape "x dX", an address unit's in the synthetic training sentences).
+            word = own[:, _OWN_WORD]
+            pairs = np.stack(
                 [
-                    table[index[at], :_OWN],
-                    table[index[at - 1], _P1],
-                    table[index[at + 1], _N1],
-                    table[index[at - 2], _P2],
-                    table[index[at + 2], _N2],
+                    _pair(p1[:, _NEXT_WORD], word, 1),
+                    _pair(word, n1[:, _NEXT_WORD], 2),
                 ],
+                axis=1,
+            )
+            return np.concatenate(
+                [own, p1, n1, table[index[at - 2], _P2], table[index[at + 2], _N2], pairs],
                 axis=1,
             )

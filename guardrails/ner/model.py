@@ -22,7 +22,7 @@ from guardrails.ner.tokens import ENTITY_TYPES, TAGS, Span, Token, tags_to_spans
 MODEL_PATH = Path(__file__).parent / "model" / "ner.npz"
 # Lower-case tokens tolerated between two capitalized ones in one segment ("Bank of America", "Jan van der Berg").
 _SEGMENT_GAP_TOKENS = 3
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2
 
 
 # What a redaction's placeholder can say: an entity name, all capitals, words joined by "_" ("EMAIL_ADDRESS").
