@@ -295,8 +295,9 @@ def _print_cells(cells: list[dict], args) -> None:
             ]
             cache = goal["cache"]
             parts.append(
-                f"gap closed {cache['gap_closed']:.0%}, work {cache['work_max_over_mean']:.2f} "
-                f"({'met' if cache['met'] else 'NOT met'})"
+                f"cache {'met' if cache['met'] else 'NOT met'} (gap closed {cache['gap_closed']:.0%}, goal >= "
+                f"{GOAL_GAP_CLOSED:.0%}; work max/mean {cache['work_max_over_mean']:.2f}, goal <= "
+                f"{GOAL_WORK_MAX_OVER_MEAN})"
             )
             print("  goal: " + "; ".join(parts))
 

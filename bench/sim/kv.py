@@ -1,10 +1,10 @@
 """One replica's KV memory, shared by running requests and the prefix cache, in trace blocks (512 tokens).
 
-A prompt block is resident once a request's prefill has computed it (`publish`); from then on later requests match
-it. While a request runs, its blocks are referenced and cannot be evicted; when it ends they stay cached,
-unreferenced, until space is needed (`make_room`): the engine's eviction policy (engine/prefix_eviction.py, LRU or
-GreedyDual-Size-Frequency) picks which go. Blocks a prefill is still computing are allocated
-(`pending_blocks`) but not matchable: a second request with the same prefix that arrives meanwhile computes it again,
+A prompt block is resident once the step of a request's prefill that computes it has ended (`publish`); from then on
+later requests match it. While a request runs, its blocks are referenced and cannot be evicted; when it ends they stay
+cached, unreferenced, until space is needed (`make_room`): the engine's eviction policy (engine/prefix_eviction.py,
+LRU or GreedyDual-Size-Frequency) picks which go. Blocks a prefill has not computed yet are allocated
+(`pending_blocks`) but not matchable: a second request with the same prefix admitted meanwhile computes them again,
 as in the engine. Decode tokens are private to their request and freed when it ends.
 """
 
@@ -67,15 +67,17 @@ class ReplicaKv:
         self.pending_blocks += new_blocks
         return True
 
-    def publish(self, hashes: Sequence[int], matched: int) -> None:
-        """The prefill finished: its blocks become resident and matchable (a duplicate computed meanwhile is freed)."""
-        self.pending_blocks -= len(hashes) - matched
-        for block_id in hashes[matched:]:
+    def publish(self, hashes: Sequence[int], start: int, end: int) -> None:
+        """Blocks start..end of a prefill are computed: they become resident and matchable (a duplicate computed
+        meanwhile by another request is freed)."""
+        self.pending_blocks -= end - start
+        for block_id in hashes[start:end]:
             self._ref(block_id)
 
-    def abort_prefill(self, hashes: Sequence[int], matched: int) -> None:
-        self.pending_blocks -= len(hashes) - matched
-        self.release(hashes[:matched])
+    def abort_prefill(self, hashes: Sequence[int], resident: int) -> None:
+        """A preempted prefill: its first `resident` blocks (matched or published) are released, the rest freed."""
+        self.pending_blocks -= len(hashes) - resident
+        self.release(hashes[:resident])
 
     def release(self, hashes: Sequence[int]) -> None:
         # Deepest first, so the shared root is the most recent: leaves are evicted before the prefixes they extend.

@@ -3,8 +3,9 @@
 Each step: admit waiting requests FCFS while the running batch has room and their blocks fit (the prefix cache
 match is taken at admission); every decoding sequence takes one token of the budget; prefill chunks (FCFS, a long
 prompt over several steps) take the rest. The step lasts `StepProfile.step_s` of what it batched, so decodes slow
-down with the batch and with their context, and a prefill shares its steps with the decodes. A prefill's last
-chunk also yields its first token (TTFT ends there) and publishes its blocks to the prefix cache.
+down with the batch and with their context, and a prefill shares its steps with the decodes. Each chunk publishes
+the blocks it completed to the prefix cache when its step ends (the engine caches each full block after the step
+that computed it); the last chunk also yields the first token (TTFT ends there).
 
 Speed: steps with no prefill are decode-only and predictable, so they are taken as one jump of k steps (closed form
 for their total time, the context growing by one token per row per step) up to the next completion, the first step
@@ -35,6 +36,8 @@ class SimRequest:
     output_tokens: int
     hashes: list[int]
     matched_blocks: int = 0
+    resident_blocks: int = 0
+    """Leading prompt blocks this admission holds resident: the matched prefix, then each block once computed."""
     cached_tokens: int = 0
     """Prompt tokens the replica's cache held at (first) admission: the hit."""
     prefill_left: int = 0
@@ -120,6 +123,7 @@ class SimReplica:
             request.prefill_left -= chunk
             request.prefill_done += chunk
             self.prefill_tokens_computed += chunk
+            self._publish_computed(request)
             if request.prefill_left == 0:
                 self._prefill_done(request)
                 if request.first_token_s < 0:
@@ -145,7 +149,7 @@ class SimReplica:
         cached = min(matched * BLOCK_TOKENS, request.prompt_tokens - 1)  # the last token is always computed
         if request.admissions == 0:
             request.cached_tokens = cached
-        request.matched_blocks = matched
+        request.matched_blocks = request.resident_blocks = matched
         request.prefill_done = 0
         # After a preemption the generated tokens are recomputed too (they were never cached).
         request.prefill_left = request.prompt_tokens + request.generated - cached
@@ -154,9 +158,20 @@ class SimReplica:
         self.admitted_order.append(request)
         return True
 
+    def _publish_computed(self, request: SimRequest) -> None:
+        """Blocks the prefill has now computed whole become matchable at once, as the engine caches each full block
+        after the step that computed it (kv_cache_manager.commit_scheduled); the last, partial one at the end."""
+        if request.prefill_left == 0:
+            computed = len(request.hashes)
+        else:
+            cached = min(request.matched_blocks * BLOCK_TOKENS, request.prompt_tokens - 1)
+            computed = min(len(request.hashes), (cached + request.prefill_done) // BLOCK_TOKENS)
+        if computed > request.resident_blocks:
+            self.kv.publish(request.hashes, request.resident_blocks, computed)
+            request.resident_blocks = computed
+
     def _prefill_done(self, request: SimRequest) -> None:
         self.prefilling.remove(request)
-        self.kv.publish(request.hashes, request.matched_blocks)
         if request.generated == 0:
             request.generated = 1  # the prefill's last step samples the first token
         remaining = request.output_tokens - request.generated
@@ -199,7 +214,7 @@ class SimReplica:
             self.kv.release(victim.hashes)
         else:
             self.prefilling.remove(victim)
-            self.kv.abort_prefill(victim.hashes, victim.matched_blocks)
+            self.kv.abort_prefill(victim.hashes, victim.resident_blocks)
         self.waiting.appendleft(victim)
         return False
 

@@ -39,11 +39,14 @@ def test_a_lone_request_takes_one_step_per_budget_chunk_to_its_first_token():
     assert ttft == pytest.approx(PROFILE.step_s(1024, 0, 0, 1024 * 1024) + PROFILE.step_s(1024, 0, 0, 1024 * 2048))
 
 
-def test_a_prefix_is_reused_only_after_the_prefill_that_computes_it():
-    together = run([request(0.0, [1, 2, 3]), request(0.0, [1, 2, 4])])
-    after = run([request(0.0, [1, 2, 3]), request(10.0, [1, 2, 4])])
-    assert together.hit_rate == 0.0
-    assert after.hit_rate == pytest.approx(2 * BLOCK_TOKENS / (6 * BLOCK_TOKENS))
+def test_a_block_is_reused_only_after_the_step_that_computes_it():
+    # Step 1 (the budget, 1024 tokens) computes blocks 1 and 2 of the first prompt; the second, arriving meanwhile,
+    # is admitted in step 2 and finds them cached (the engine caches each full block after its step), but not block
+    # 3, which the first prompt computes in that same step 2.
+    overlapping = run([request(0.0, [1, 2, 3]), request(0.0, [1, 2, 3, 4])])
+    assert overlapping.hit_rate == pytest.approx(2 / 7)
+    after = run([request(0.0, [1, 2, 3]), request(10.0, [1, 2, 3, 4])])
+    assert after.hit_rate == pytest.approx(3 / 7)
 
 
 def test_decode_steps_slow_down_as_the_batch_grows():
@@ -65,7 +68,7 @@ def test_kv_pressure_evicts_the_cache_then_preempts_and_every_request_still_fini
 def test_the_kv_keeps_referenced_blocks_and_evicts_cached_ones_least_recent_first():
     kv = ReplicaKv(3 * BLOCK_TOKENS)
     assert kv.acquire([1, 2], 0)
-    kv.publish([1, 2], 0)
+    kv.publish([1, 2], 0, 2)
     assert kv.matched_blocks([1, 2, 3]) == 2
     kv.release([1, 2])  # cached, unreferenced; 2 (the leaf) is the older
     assert kv.acquire([7, 8], 0)  # needs one block more than is free: evicts the leaf 2, keeps the root 1
