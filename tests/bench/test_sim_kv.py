@@ -15,7 +15,7 @@ def _run(kv: ReplicaKv, hashes: list[int]) -> int:
     """One request start to end: match, prefill, publish, release; its hit in blocks."""
     matched = kv.matched_blocks(hashes)
     assert kv.acquire(hashes, matched)
-    kv.publish(hashes, matched)
+    kv.publish(hashes, matched, len(hashes))
     kv.release(hashes)
     return matched
 
@@ -27,7 +27,7 @@ def test_blocks_match_once_published_and_stay_cached_when_released(eviction):
     assert kv.acquire(HOT, matched)
     assert kv.matched_blocks(HOT) == 0, "a prefill in progress is not matchable"
     assert kv.used_tokens() == 2 * BLOCK_TOKENS
-    kv.publish(HOT, matched)
+    kv.publish(HOT, matched, len(HOT))
     assert kv.matched_blocks([*HOT, 9]) == 2
     kv.release(HOT)
     assert kv.matched_blocks(HOT) == 2
@@ -39,7 +39,7 @@ def test_referenced_blocks_are_never_evicted(eviction):
     kv = ReplicaKv(3 * BLOCK_TOKENS, eviction)
     matched = kv.matched_blocks(HOT)
     assert kv.acquire(HOT, matched)
-    kv.publish(HOT, matched)  # running: referenced
+    kv.publish(HOT, matched, len(HOT))  # running: referenced
     assert not kv.acquire([7, 8], 0), "two more blocks do not fit beside a running request's two"
     assert kv.used_tokens() == 2 * BLOCK_TOKENS, "a refused acquire changes nothing"
     assert kv.acquire([7], 0)
