@@ -146,7 +146,7 @@ class SimReplica:
         if not self.kv.acquire(request.hashes, matched, headroom):
             return False  # no room even after eviction: it waits for running requests to finish
         self.waiting.popleft()
-        cached = min(matched * BLOCK_TOKENS, request.prompt_tokens - 1)  # the last token is always computed
+        cached = _cached_tokens(request, matched)
         if request.admissions == 0:
             request.cached_tokens = cached
         request.matched_blocks = request.resident_blocks = matched
@@ -164,7 +164,7 @@ class SimReplica:
         if request.prefill_left == 0:
             computed = len(request.hashes)
         else:
-            cached = min(request.matched_blocks * BLOCK_TOKENS, request.prompt_tokens - 1)
+            cached = _cached_tokens(request, request.matched_blocks)
             computed = min(len(request.hashes), (cached + request.prefill_done) // BLOCK_TOKENS)
         if computed > request.resident_blocks:
             self.kv.publish(request.hashes, request.resident_blocks, computed)
@@ -240,3 +240,8 @@ class SimReplica:
     def _decode_time_s(self, steps: int, rows: int) -> float:
         first_s = self.profile.step_s(0, rows, self.decode_context_tokens)
         return steps * first_s + self.profile.context_token_s * rows * steps * (steps - 1) / 2
+
+
+def _cached_tokens(request: SimRequest, matched_blocks: int) -> int:
+    """Prompt tokens a matched prefix spares the prefill: the last token is always computed (it yields the first)."""
+    return min(matched_blocks * BLOCK_TOKENS, request.prompt_tokens - 1)
