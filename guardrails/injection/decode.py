@@ -1,4 +1,5 @@
-"""Find encoded payloads (base64, hex, URL-encoding, rot13) and decode them so the rules can read them too."""
+"""Find encoded payloads (base64, hex, URL-encoding, rot13, reversed text) and decode them so the rules can read them
+too."""
 
 from __future__ import annotations
 
@@ -17,6 +18,11 @@ _MAX_PAYLOADS = 8
 # rot13 of words every English sentence has ("the", "and", "you", "ignore", "instructions", "prompt"): only text
 # containing them is worth decoding and rescanning.
 _ROT13_HINT = re.compile(r"\b(?:gur|naq|lbh|vtaber|vafgehpgvbaf|cebzcg|flfgrz)\b", re.IGNORECASE)
+# Reversed words of the same kind ("uoy", "ruoy", "erongi", "tpmorp", "snoitcurtsni", and the German and Spanish
+# "negnusiewnA", "senoiccurtsni"): text written backwards to be read backwards ("tpmorp metsys ruoy laever").
+_REVERSED_HINT = re.compile(
+    r"\b(?:uoy|ruoy|erongi|snoitcurtsni|tpmorp|metsys|drowssap|terces|negnusiewna|senoiccurtsni)\b", re.IGNORECASE
+)
 _ROT13 = str.maketrans(
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", "NOPQRSTUVWXYZABCDEFGHIJKLMnopqrstuvwxyzabcdefghijklm"
 )
@@ -24,7 +30,7 @@ _ROT13 = str.maketrans(
 
 def decoded_payloads(text: str) -> list[str]:
     """Readable text hidden in `text`: each base64/hex/percent-encoded run that decodes to printable text, and the
-    rot13 of the whole text when it looks rot13-encoded."""
+    rot13 or the reverse of the whole text when it looks rot13-encoded or written backwards."""
     payloads: list[str] = []
     for match in _BASE64.finditer(text):
         if len(payloads) >= _MAX_PAYLOADS:
@@ -36,6 +42,8 @@ def decoded_payloads(text: str) -> list[str]:
         _append_printable(payloads, urllib.parse.unquote(text).encode())
     if _ROT13_HINT.search(text):
         payloads.append(text.translate(_ROT13))
+    if _REVERSED_HINT.search(text):
+        payloads.append(text[::-1])
     return payloads
 
 

@@ -70,8 +70,11 @@ _HOMOGLYPHS = str.maketrans(
     }
 )
 _MIXED_SCRIPT_WORD = regex.compile(r"\b(?=\w*\p{Latin})(?=\w*[\p{Cyrillic}\p{Greek}])\w+\b")
-# "i g n o r e", "i.g.n.o.r.e", "i-g-n-o-r-e": five or more single letters with the same kind of separator.
-_SPACED_LETTERS = regex.compile(r"\b\p{L}(?:[ .\-_*]\p{L}){4,}\b")
+# "i g n o r e", "i.g.n.o.r.e", "i-g-n-o-r-e": five or more single letters with the same kind of separator. Words of
+# a spaced sentence are set apart by a wider gap ("o l v i d a   t o d a s   l a s"): the run goes on across it, so
+# its short words ("l a s") are joined too, and each gap becomes one space.
+_SPACED_LETTERS = regex.compile(r"\b\p{L}(?:(?:[ .\-_*]|[ \t]{2,})\p{L}){4,}\b")
+_WORD_GAP = regex.compile(r"[ \t]{2,}")
 _SEPARATOR = regex.compile(r"[ .\-_*]")
 
 
@@ -88,15 +91,27 @@ class Normalized:
 
 def normalize(text: str) -> Normalized:
     if text.isascii():  # the common case: nothing invisible, nothing to fold
-        collapsed, num_spaced = _SPACED_LETTERS.subn(_join_letters, text)
+        collapsed, num_spaced = _join_spaced_letters(text)
         return Normalized(collapsed, 0, 0, num_spaced, text)
     stripped, num_invisible = _INVISIBLE.subn("", text)
     num_mixed = len(_MIXED_SCRIPT_WORD.findall(stripped))
     unfolded = unicodedata.normalize("NFKC", stripped)
     folded = unfolded.translate(_HOMOGLYPHS)
-    collapsed, num_spaced = _SPACED_LETTERS.subn(_join_letters, folded)
+    collapsed, num_spaced = _join_spaced_letters(folded)
     return Normalized(collapsed, num_invisible, num_mixed, num_spaced, unfolded)
 
 
-def _join_letters(match: regex.Match) -> str:
-    return _SEPARATOR.sub("", match[0])
+def _join_spaced_letters(text: str) -> tuple[str, int]:
+    """The text with spaced-out words joined, and how many runs were; a run of lone letters set apart only by wide
+    gaps ("A  B  C  D  E", a table's header) spells no word and stays as it is."""
+    if not _SPACED_LETTERS.search(text):
+        return text, 0
+    parts: list[str] = []
+    done, count = 0, 0
+    for match in _SPACED_LETTERS.finditer(text):
+        words = [_SEPARATOR.sub("", word) for word in _WORD_GAP.split(match[0])]
+        if max(map(len, words)) < 2:
+            continue
+        parts += [text[done : match.start()], " ".join(words)]
+        done, count = match.end(), count + 1
+    return "".join(parts) + text[done:], count

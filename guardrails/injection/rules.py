@@ -548,7 +548,9 @@ _RULES_EN: tuple[Rule, ...] = (
         # summarising, translating or encoding the prompt leaks it as surely as printing it
         r"\b(?:reveal|show|print|display|output|repeat|tell\s+me|give\s+me|share|leak|dump|list|write\s+down"
         r"|summari[sz]e|paraphrase|translate|recite|quote|encode|spell\s+out)\b"
-        r"[^.?!\n]{0,30}?\b(?:(?:your|initial|hidden|secret|original|system|internal|confidential)\s+"
+        # "should the chatbot reveal its system prompt?" is about a third party's prompt, not this model's
+        r"[^.?!\n]{0,30}?(?<!\b(?:its|their|his|her)\s)\b(?:(?:your|initial|hidden|secret|original|system|internal"
+        r"|confidential)\s+"
         rf"{_FILLER}{_PROMPT_NOUN}|(?:above|previous)\s+{_FILLER_NO_TOPIC}{_PROMPT_NOUN}{_USERS_OWN})"
         # a question asks for this model's prompt only through "your" / "the": "what is a system prompt?" is not
         r"|\bwhat\s+(?:is|are|was|were)\s+(?:(?:your|the\s+(?:initial|hidden|secret|original|system|internal"

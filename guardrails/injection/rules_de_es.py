@@ -38,11 +38,15 @@ _ES_STRONG_TARGET = (
     r"|mensaje\s+del?\s+sistema)"
 )
 _ES_WEAK_TARGET = r"(?:reglas|normas|restricciones|filtros|l[ií]mites)"
+_ES_I_GAVE = r"(?:d[ií]|dimos|he\s+dado|hemos\s+dado|mand[eé]|envi[eé]|escrib[ií])\b"
 # "tus instrucciones", "todas las instrucciones", "las instrucciones anteriores / del sistema / que te dieron"
 _ES_QUALIFIED = (
     r"(?:(?:tus|tu|sus|su|vuestras|todas(?:\s+las)?(?:\s+tus)?|todos(?:\s+los)?(?:\s+tus)?|esas|estas)\s+"
     r"(?:\w+\s+)?{target}|(?:las|los|el|la)\s+{target}\s+(?:anteriores|previas|previos|de\s+arriba|iniciales"
-    r"|originales|del?\s+sistema|que\s+(?:te|le|os|se\s+te)\s+\w+))\b"
+    r"|originales|del?\s+sistema|que\s+(?:te|le|os|se\s+te)\s+(?!" + _ES_I_GAVE + r")\w+))\b"
+    # the user's own earlier instructions ("las instrucciones anteriores que te di sobre la mudanza") are theirs to
+    # take back, as _USERS_OWN in English
+    r"(?!\s+que\s+(?:te|os)\s+" + _ES_I_GAVE + ")"
 )
 _ES_QUALIFIER = (
     r"(?:anteriores|previ[oa]s|inicial(?:es)?|original(?:es)?|ocult[oa]s?|secret[oa]s?|intern[oa]s?"
