@@ -289,8 +289,9 @@ RULES_FRAMES: tuple[Rule, ...] = (
         "override",
         0.65,
         ("ki", "assistent", "asistente", "model", "bot", "ia"),
+        # "KI-Assistenten", "KI-Modell": German joins the words with a hyphen; "KI-Team" stays a team
         r"\b(?:hinweis|nachricht|anweisung|notiz)\s+(?:an|für)\s+(?:die|den|das)\s+(?:ki|assistent\w*|sprachmodell"
-        r"|chatbot|bot|modell)\b(?![\w-])"
+        r"|chatbot|bot|modell|ki-(?:assistent\w*|modell\w*|chatbot\w*|system\w*))\b(?![\w-])"
         r"|\b(?:ki|assistent\w*|sprachmodell|chatbot)\s*,?\s+(?:die|der|das)\s+(?:diesen?|dieses|den|die)\s+"
         r"(?:\w+\s+)?liest\b"
         r"|\b(?:nota|mensaje|instrucci[oó]n|instrucciones|aviso)\s+(?:para|a)\s+(?:la|el|cualquier)\s+(?:ia|asistente"
