@@ -12,12 +12,18 @@ from typing import TYPE_CHECKING
 
 from guardrails.injection import rules
 from guardrails.injection.decode import decoded_payloads
+from guardrails.injection.features import fold_leetspeak
 from guardrails.injection.normalize import normalize
 from guardrails.injection.suffix import has_adversarial_suffix
 
 if TYPE_CHECKING:  # the classifier imports torch; only deployments that configure one pay for it
     from guardrails.injection.classifier import InjectionClassifier
     from guardrails.injection.model import InjectionModel
+
+
+# Words with digits for letters a prompt needs before the rules also read it folded ("1gn0r13r3 d31n3 4nw31sung3n"):
+# a technical text has one or two ("mp3", "ipv4"), an attack written in leetspeak one in every word.
+_MIN_LEET_RUNS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +45,9 @@ class InjectionDetector:
         fired = {rule.name: rule.weight for rule in rules.matching_rules(normalized.text)}
         if normalized.unfolded != normalized.text:
             fired.update((rule.name, rule.weight) for rule in rules.matching_rules(normalized.unfolded))
+        folded, leet_runs = fold_leetspeak(normalized.text.lower())
+        if leet_runs >= _MIN_LEET_RUNS:
+            fired.update((rule.name, rule.weight) for rule in rules.matching_rules(folded))
         for payload in decoded_payloads(normalized.text):
             hidden = [rule for rule in rules.matching_rules(normalize(payload).text) if rule.name not in fired]
             for rule in hidden:

@@ -68,14 +68,15 @@ class Features:
 def prepare(normalized_text: str) -> str:
     """The text the n-grams are taken from: the normalized text (invisible characters, homoglyphs, full-width,
     s-p-a-c-e-d letters undone) lower-cased, leetspeak folded, whitespace collapsed, head and tail of a long prompt."""
-    collapsed = " ".join(fold_leetspeak(normalized_text.lower()).split())
+    collapsed = " ".join(fold_leetspeak(normalized_text.lower())[0].split())
     if len(collapsed) > HEAD_CHARS + TAIL_CHARS:
         collapsed = collapsed[:HEAD_CHARS] + " " + collapsed[-TAIL_CHARS:]
     return collapsed
 
 
-def fold_leetspeak(text: str) -> str:
-    return _LEET_RUN.sub(lambda m: m[0].translate(_LEET), text)
+def fold_leetspeak(text: str) -> tuple[str, int]:
+    """`text` (lower case) with the leetspeak inside its words folded to letters, and how many runs were folded."""
+    return _LEET_RUN.subn(lambda m: m[0].translate(_LEET), text)
 
 
 def featurize(text: str) -> Features:
