@@ -12,6 +12,7 @@ from presidio_analyzer import EntityRecognizer, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
 
 from guardrails.ner.model import MODEL_PATH, NerModel
+from guardrails.ner.products import inside_product_name
 from guardrails.ner.tokens import ENTITY_TYPES
 
 # The tagger gives no calibrated probability; one fixed score, above the default 0.4 threshold and below checksum-
@@ -60,5 +61,5 @@ class NerRecognizer(EntityRecognizer):
                 },
             )
             for span in shared_model().predict(text)
-            if span.entity in wanted
+            if span.entity in wanted and not inside_product_name(text, span.start, span.end)
         ]
