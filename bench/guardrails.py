@@ -16,7 +16,9 @@ Measured in one run, on the same generated data:
   injection      leave-one-source-out tables of the learned model alone and of the gateway's detector (rules or
                  model), recorded in guardrails/injection/model.json at training time; for the gateway's detector,
                  precision / recall / FPR on the deepset set (both trained or tuned on it: not held out), on crafted
-                 attacks with obfuscations and on benign look-alikes with trigger words built here; latency per
+                 attacks with obfuscations and on benign look-alikes with trigger words built here; recall / FPR
+                 on the red-team sets written for the project that nothing trains on (dataset.load_redteam: writers
+                 the detector never saw; team e is the probe the newest rules were read from); latency per
                  ~100-token prompt
 """
 
@@ -405,6 +407,7 @@ def injection_bench(detector, rng: random.Random, quick: bool) -> dict:
         row["crafted_recall"] = sum(s >= t for s in crafted) / len(crafted)
         row["benign_lookalike_fpr"] = sum(s >= t for s in benign) / len(benign)
         result["deepset"][str(t)] = row
+    result["redteam"] = redteam_scores(detector, quick)
     result["crafted_recall"] = sum(s >= THRESHOLD for s in crafted) / len(crafted)
     result["benign_lookalike_fpr"] = sum(s >= THRESHOLD for s in benign) / len(benign)
     recorded = load_report()
@@ -421,6 +424,36 @@ def injection_bench(detector, rng: random.Random, quick: bool) -> dict:
     ]  # ~100 tokens (75 words + a sentence)
     result["latency_100_tokens"] = percentiles_us(time_calls(detector.score, prompts, 1 if quick else 3))
     return result
+
+
+def redteam_scores(detector, quick: bool) -> dict[str, dict[str, float]]:
+    """Per red-team source, and pooled over those held out for everything (not team e), the detector's recall and
+    false-positive rate at the default threshold, by language too."""
+    from guardrails.injection.dataset import load_redteam
+
+    rows = load_redteam()
+    if quick:
+        rows = rows[::10]
+    flagged = [(row, detector.score(row.text).score >= THRESHOLD) for row in rows]
+    groups: dict[str, list] = defaultdict(list)
+    for row, flag in flagged:
+        groups[row.source].append((row, flag))
+        if row.source != "redteam_e":
+            groups["held out (a-d, f)"].append((row, flag))
+    table = {}
+    for name, members in sorted(groups.items()):
+        entry: dict[str, float] = {}
+        for lang in (None, "en", "de", "es"):
+            chosen = [(row, flag) for row, flag in members if lang is None or row.lang == lang]
+            attacks = [flag for row, flag in chosen if row.label == 1]
+            benign = [flag for row, flag in chosen if row.label == 0]
+            suffix = f"_{lang}" if lang else ""
+            entry[f"recall{suffix}"] = sum(attacks) / len(attacks) if attacks else 0.0
+            entry[f"fpr{suffix}"] = sum(benign) / len(benign) if benign else 0.0
+        entry["attacks"] = sum(row.label == 1 for row, _ in members)
+        entry["benign"] = sum(row.label == 0 for row, _ in members)
+        table[name] = entry
+    return table
 
 
 def _classification(scores, threshold: float) -> dict[str, float]:
@@ -510,6 +543,15 @@ def print_report(report: dict) -> None:
             f"  threshold {threshold}: precision {row['precision']:.3f}  recall {row['recall']:.3f}  "
             f"FPR {row['fpr']:.3f}   crafted recall {row['crafted_recall']:.2f}   benign look-alike FPR "
             f"{row['benign_lookalike_fpr']:.3f}"
+        )
+    print("\nPrompt injection, the gateway's detector on the red-team sets nothing trains on (default threshold)")
+    for name, row in inj["redteam"].items():
+        by_lang = "  ".join(
+            f"{lang} {row[f'recall_{lang}']:.2f} / {row[f'fpr_{lang}']:.3f}" for lang in ("en", "de", "es")
+        )
+        print(
+            f"  {name:<18} recall {row['recall']:.3f} ({row['attacks']})  FPR {row['fpr']:.3f} ({row['benign']})"
+            f"   recall / FPR by language: {by_lang}"
         )
     print(
         f"  crafted + obfuscated attacks recall {inj['crafted_recall']:.2f};  benign look-alikes with trigger "

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import regex
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 # BIPIA's bare "task-irrelevant" attack instructions ("What is the capital of Brazil?", "Explain the theory of
@@ -21,6 +22,15 @@ DATA_DIR = Path(__file__).resolve().parent / "data"
 # positives they would teach the model that any question is an attack.
 EXCLUDED_SUBSETS = frozenset(
     {"Information Retrieval", "Content Creation", "Learning and Tutoring", "Language Translation", "Programming Help"}
+)
+# deepset's set labels three shared persona prompts (awesome-chatgpt-prompts, CC0: the debater, the Linux terminal,
+# the English translator; in English and German, some after an unrelated question) as injections. The gateway
+# treats a persona request as a request (users paste these prompts by the hundred), so as positives they would teach
+# the model to block them; they are left out of training and validation (11 rows).
+SHARED_PERSONA_ATTACKS = regex.compile(
+    r"\bI want you to act as (?:a debater|a linux terminal|an English translator)\b"
+    r"|\bIch möchte, dass Sie als (?:Debattierer|Linux-Terminal|Englisch-Übersetzer)\b",
+    regex.IGNORECASE,
 )
 # The three BIPIA files share text: the injected contexts are the clean contexts with one of the bare attacks
 # inserted. Held out one at a time, each would be "seen" through the others (or, holding out the clean contexts
@@ -47,9 +57,27 @@ def load_copied(data_dir: Path = DATA_DIR) -> list[Sample]:
         with gzip.open(path, "rt", encoding="utf-8") as lines:
             for line in lines:
                 row = json.loads(line)
-                if row["source"].rpartition("#")[2] in EXCLUDED_SUBSETS and row["label"] == 1:
+                if row["label"] == 1 and (
+                    row["source"].rpartition("#")[2] in EXCLUDED_SUBSETS or SHARED_PERSONA_ATTACKS.search(row["text"])
+                ):
                     continue
                 samples.append(Sample(row["text"], int(row["label"]), group, row["lang"]))
+    return samples
+
+
+REDTEAM_DIR = DATA_DIR / "redteam"
+
+
+def load_redteam(data_dir: Path = REDTEAM_DIR) -> list[Sample]:
+    """The red-team sets written for the project (data/README.md): evaluation only, never trained on, so they
+    measure the detector on writers it never saw. Source "redteam_X" holds team X's attacks and benign prompts."""
+    samples = []
+    for path in sorted(data_dir.glob("*_redteam_*.jsonl.gz")):
+        team = path.name.removesuffix(".jsonl.gz").rpartition("_")[2]
+        with gzip.open(path, "rt", encoding="utf-8") as lines:
+            samples += [
+                Sample(row["text"], int(row["label"]), f"redteam_{team}", row["lang"]) for row in map(json.loads, lines)
+            ]
     return samples
 
 

@@ -14,7 +14,9 @@ from guardrails.injection import rules
 from guardrails.injection.decode import decoded_payloads
 from guardrails.injection.features import featurize_normalized, fold_leetspeak
 from guardrails.injection.normalize import normalize
+from guardrails.injection.rule import Rule
 from guardrails.injection.suffix import has_adversarial_suffix
+from guardrails.injection.transcript import ends_in_compliance_transcript
 
 if TYPE_CHECKING:  # the classifier imports torch; only deployments that configure one pay for it
     from guardrails.injection.classifier import InjectionClassifier
@@ -31,7 +33,7 @@ class InjectionResult:
     score: float
     rules: tuple[str, ...]
     """Names of the rules that fired (plus `encoded_payload`, `invisible_chars`, `mixed_script`, `spaced_letters`,
-    `adversarial_suffix`); safe to log."""
+    `adversarial_suffix`, `compliance_transcript`); safe to log."""
     model_score: float | None
 
 
@@ -42,16 +44,15 @@ class InjectionDetector:
 
     def score(self, text: str) -> InjectionResult:
         normalized = normalize(text)
-        fired = {rule.name: rule.weight for rule in rules.matching_rules(normalized.text)}
+        fired = {rule.name: weight for rule, weight in rules.weighed_matches(normalized.text)}
         if normalized.unfolded != normalized.text:
-            fired.update((rule.name, rule.weight) for rule in rules.matching_rules(normalized.unfolded))
+            _add(fired, rules.weighed_matches(normalized.unfolded))
         folded, leet_runs = fold_leetspeak(normalized.text.lower())
         if leet_runs >= _MIN_LEET_RUNS:
-            fired.update((rule.name, rule.weight) for rule in rules.matching_rules(folded))
+            _add(fired, rules.weighed_matches(folded))
         for payload in decoded_payloads(normalized.text):
-            hidden = [rule for rule in rules.matching_rules(normalize(payload).text) if rule.name not in fired]
-            for rule in hidden:
-                fired[rule.name] = rule.weight
+            hidden = [(rule, w) for rule, w in rules.weighed_matches(normalize(payload).text) if rule.name not in fired]
+            _add(fired, hidden)
             if hidden:
                 fired["encoded_payload"] = rules.ENCODED_PAYLOAD_WEIGHT
         if normalized.num_invisible_chars:
@@ -62,6 +63,8 @@ class InjectionDetector:
             fired["spaced_letters"] = rules.SPACED_LETTERS_WEIGHT
         if has_adversarial_suffix(normalized.text):
             fired["adversarial_suffix"] = rules.ADVERSARIAL_SUFFIX_WEIGHT
+        if ends_in_compliance_transcript(normalized.text):
+            fired["compliance_transcript"] = rules.COMPLIANCE_TRANSCRIPT_WEIGHT
         rule_score = rules.combine(list(fired.values())) if len(fired) > _obfuscation_only(fired) else 0.0
         model_score = self.classifier.score(text) if self.classifier is not None else None
         # The model's features from the text already normalized above (its own `score` would normalize it again).
@@ -70,6 +73,12 @@ class InjectionDetector:
         )
         score = max(rule_score, model_score or 0.0, learned_score)
         return InjectionResult(score, tuple(sorted(fired)), model_score)
+
+
+def _add(fired: dict[str, float], matches: list[tuple[Rule, float]]) -> None:
+    """A rule read in another form of the text (unfolded, leetspeak-folded, decoded) counts at the most it weighed."""
+    for rule, weight in matches:
+        fired[rule.name] = max(weight, fired.get(rule.name, 0.0))
 
 
 def _obfuscation_only(fired: dict[str, float]) -> int:

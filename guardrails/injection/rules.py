@@ -10,9 +10,12 @@ prompt" mentioned, "act as") need a second signal. Rule names are safe to log an
 from __future__ import annotations
 
 from guardrails.injection.rule import Rule, make_rule
+from guardrails.injection.rules_coercion import RULES_COERCION
 from guardrails.injection.rules_de_es import RULES_DE_ES
 from guardrails.injection.rules_frames import RULES_FRAMES
+from guardrails.injection.rules_indirect import RULES_INDIRECT
 from guardrails.injection.rules_multilingual import RULES_MULTILINGUAL
+from guardrails.injection.rules_probing import RULES_PROBING
 
 _GAP = r"[^.!?\n]{0,40}?"  # a few words, within one sentence
 _OVERRIDE_VERB = (
@@ -124,8 +127,13 @@ _RULES_EN: tuple[Rule, ...] = (
         0.85,
         ("forget", "ignor", "disregard"),
         r"\b(?:forget|ignore|disregard)\s+(?:about\s+)?(?:everything|all\s+(?:of\s+)?(?:that|this|the\s+above))\b"
-        # "forget everything I said about the budget" takes back one topic, not the model's instructions
-        r"(?!\s+(?:I|we)\s+(?:said|told\s+you|wrote|mentioned)\s+about\b)"
+        # "forget everything I said (earlier) about the budget" takes back one topic, not the model's instructions
+        r"(?!\s+(?:I|we)\s+(?:said|told\s+you|wrote|mentioned)\s+(?:(?:earlier|before|previously|yesterday)\s+)?"
+        r"about\b)"
+        # "forget everything you know about banana bread" is a writer's idiom, unless what is known is the rules
+        r"(?!\s+you\s+(?:think\s+you\s+)?(?:know|knew|thought\s+you\s+knew|(?:'ve|have)\s+(?:heard|learned|learnt"
+        r"|been\s+told)|learned|were\s+taught)\s+about\s+(?!(?:your|the|these|those)\s+(?:\w+\s+)?(?:rules|instructions"
+        r"|guidelines|restrictions|polic\w+|training|programming|prompts?|filters|limits)\b))"
         # and so does "forget everything about my last order": what is the user's own, not the model's
         r"(?!\s+(?:about|regarding|concerning)\s+(?:my|our)\b)",
     ),
@@ -303,10 +311,12 @@ _RULES_EN: tuple[Rule, ...] = (
         r"|\bact\s+as\s+(?:an?|the|my|two|three|\d+)\b|\bplay\s+the\s+role\s+of\b"
         r"|\b(?:stell\s+dir\s+vor|tu\s+so\s+als|verhalte\s+dich\s+wie|agiere\s+als)\b",
     ),
+    # Weak alone, like act_as: "I want you to act as a travel guide" opens hundreds of shared persona prompts; the
+    # jailbreak is what the persona is given (no rules, no filters, never refusing), which other rules read.
     make_rule(
         "role_assignment",
         "roleplay",
-        0.6,
+        0.45,
         ("want", "fungier", "agierst", "act as", "immerse", "now on", "henceforth", "here on"),
         r"\bi\s+want\s+you\s+to\s+(?:act|pretend|play|roleplay|role-play)\b"
         r"|\b(?:you\s+are\s+going\s+to|you\s+will|you\s+must|you\s+shall|now\s+you)\s+(?:now\s+)?act\s+as\b"
@@ -590,6 +600,8 @@ _RULES_EN: tuple[Rule, ...] = (
         "extraction",
         0.55,
         ("password", "passphrase", "secret", "passwort", "kennwort"),
+        # "never share your password" is advice, not a request
+        r"(?<!\b(?:never|not|don't|cannot|can't)\s+)"
         r"\b(?:what(?:'s|\s+is|\s+was)|tell\s+me|give\s+me|reveal|spell|share|print|write\s+down"
         # "how do you say password in Spanish?" asks for a translation of the word, not for the secret
         r"|(?<!\bhow\s+(?:do|would|can|should)\s+(?:you|i|we)\s+|\bhow\s+to\s+)say|verrat\w*"
@@ -670,10 +682,14 @@ _RULES_EN: tuple[Rule, ...] = (
         r"(?:\\n|\n)\s*(?:instructions?|system|new\s+task|anweisung)\s*:",
     ),
 )
-# the same families phrased in German and Spanish, the frames with no override verb (rules_frames.py), then the three
-# attack cores in the languages those do not read (rules_multilingual.py)
+# the same families phrased in German and Spanish, the frames with no override verb (rules_frames.py), indirect
+# injection addressed to the document's machine reader (rules_indirect.py), the prompt or a secret asked for by other
+# names (rules_probing.py), coercion without an override verb (rules_coercion.py), then the three attack cores in
+# the languages those do not read (rules_multilingual.py)
 
-RULES: tuple[Rule, ...] = _RULES_EN + RULES_DE_ES + RULES_FRAMES + RULES_MULTILINGUAL
+RULES: tuple[Rule, ...] = (
+    _RULES_EN + RULES_DE_ES + RULES_FRAMES + RULES_INDIRECT + RULES_PROBING + RULES_COERCION + RULES_MULTILINGUAL
+)
 
 ENCODED_PAYLOAD_WEIGHT = 0.5
 """Extra signal when a rule fires only inside a decoded (base64/hex/rot13/percent) payload: hiding it is intent."""
@@ -685,15 +701,41 @@ ADVERSARIAL_SUFFIX_WEIGHT = 0.7
 prompt of the training sources and on one line in 319,000 of documents and code it never saw; it does fire on a
 one-line code question whose brackets are broken, which an operator who sees such prompts blocked can allow for by
 raising the tenant's injection threshold above this weight."""
+COMPLIANCE_TRANSCRIPT_WEIGHT = 0.6
+"""Two or more example answers that comply, then an open answer label at the end (transcript.py): many-shot."""
 
 
 _TRIGGERS = tuple(sorted({trigger for rule in RULES for trigger in rule.triggers}))
 
 
 def matching_rules(text: str) -> list[Rule]:
+    return [rule for rule, _ in weighed_matches(text)]
+
+
+def weighed_matches(text: str) -> list[tuple[Rule, float]]:
+    """The rules that match, each with the weight it adds. Two rules of one family whose matches overlap read the
+    same words as the same kind of evidence ("I want you to act as" is both `role_assignment` and `act_as`), so only
+    the stronger counts and the other adds 0: noisy-OR (`combine`) holds for independent evidence, and two readings
+    of one phrase are not. Overlapping rules of different families ("SYSTEM OVERRIDE:" as a forged label and as an
+    authority claim) each count."""
     lowered = " ".join(text.lower().split())
     present = {trigger for trigger in _TRIGGERS if trigger in lowered}
-    return [rule for rule in RULES if not present.isdisjoint(rule.triggers) and rule.pattern.search(text)]
+    found: list[tuple[int, int, Rule]] = []
+    for rule in RULES:
+        if not present.isdisjoint(rule.triggers) and (match := rule.pattern.search(text)):
+            found.append((match.start(), match.end(), rule))
+    weighed = []
+    for i, (start, end, rule) in enumerate(found):
+        # ties go to the earlier match, then to the rule listed first
+        stronger = any(
+            other.family == rule.family
+            and other_start < end
+            and start < other_end
+            and (other.weight, -other_start, -j) > (rule.weight, -start, -i)
+            for j, (other_start, other_end, other) in enumerate(found)
+        )
+        weighed.append((rule, 0.0 if stronger else rule.weight))
+    return weighed
 
 
 def combine(weights: list[float]) -> float:

@@ -88,7 +88,8 @@ RULES_DE_ES: tuple[Rule, ...] = (
         r"\b(?:olvid\w*|ignor\w*|haz\s+caso\s+omiso\s+de|pasa\s+por\s+alto)\s+(?:de\s+)?(?:todo\s+)?(?:lo\s+(?:anterior"
         r"|de\s+arriba|dicho\s+antes)\b|(?:lo\s+)?que\s+(?:te\s+|se\s+te\s+)?(?:dije|digo|dijeron|han\s+dicho|dijo"
         # "olvida lo que dije sobre el presupuesto" takes back one topic, as forget_everything's exclusion in English
-        r"|ordenaron|sabes)\b(?!\s+(?:sobre|de|acerca|del)\b))",
+        r"|ordenaron|sabes)\b(?!\s+(?:(?:antes|anteriormente|ayer|hace\s+un\s+(?:rato|momento))\s+)?(?:sobre|de|acerca"
+        r"|del)\b))",
     ),
     # weak when only "lo anterior" is void, as above_void in English
     make_rule(

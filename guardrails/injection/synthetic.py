@@ -92,6 +92,12 @@ BENIGN: dict[str, list[str]] = {
         "Write the alphabet backwards, one letter per line, for my {kid}.",
         "Complete the sentence for my {kid}: 'My favourite {dish} is...'",
         "Do not follow the steps in the old {document}; the {tool} install changed.",
+        # shared persona prompts ("I want you to act as a ..."): a persona is a request, not an attack
+        "I want you to act as a {guide} in {city}. I will tell you where I am and you will suggest what to see.",
+        "I want you to act as a {job}. I will describe my problem with {topic} and you will give me advice.",
+        "I want you to act as my {teacher} for {topic}. Ask me one question at a time and correct my answers.",
+        "I want you to act as a {language_code} interpreter. I will type code and you will reply with the output only.",
+        "I want you to act as a {customer} so I can practise my pitch for {product}. Stay in the role until I stop.",
     ],
     "de": [
         "Tu so, als wärst du ein {teacher}, und erkläre {topic} für mein {kid}.",
@@ -123,6 +129,8 @@ BENIGN: dict[str, list[str]] = {
         "Ab jetzt nenn mich bitte {persona_benign}.",
         "Hinweis an das KI-Team: die Besprechung zu {document} ist am {day}.",
         "Die Einreisebeschränkungen für {city} wurden aufgehoben; was brauche ich?",
+        "Ich möchte, dass du als {guide} in {city} fungierst. Ich sage dir, wo ich bin, und du schlägst mir Orte vor.",
+        "Ich möchte, dass Sie als {teacher} für {topic} fungieren. Stellen Sie mir eine Frage nach der anderen.",
     ],
     "es": [
         "Finge que eres un {teacher} y explícale {topic} a mi {kid}.",
@@ -154,6 +162,8 @@ BENIGN: dict[str, list[str]] = {
         "A partir de ahora llámame {persona_benign}, por favor.",
         "Nota para el equipo de IA: la revisión de {document} es el {day}.",
         "Ya no tienes que preocuparte por {meeting}, se canceló.",
+        "Quiero que actúes como {guide} en {city}. Te diré dónde estoy y me sugerirás qué visitar.",
+        "Quiero que actúes como mi {teacher} de {topic}. Hazme una pregunta cada vez y corrige mis respuestas.",
     ],
     "fr": [
         "Fais semblant d'être un {teacher} et explique {topic} à mon {kid}.",

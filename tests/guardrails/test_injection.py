@@ -298,7 +298,10 @@ def test_triggers_never_hide_a_match():
 
 def test_deepset_quality_floor():
     """A regression floor on the labelled set for the detector as the gateway runs it (rules and the shipped model,
-    which trained on this set: a floor, not an estimate; the held-out figures are in model.json)."""
+    which trained on this set: a floor, not an estimate; the held-out figures are in model.json). The shared persona
+    prompts the set labels as injections are left out (dataset.SHARED_PERSONA_ATTACKS). 0.84: two of its attacks
+    were over the threshold only because one phrase fired two rules of one family, which now counts once
+    (rules.weighed_matches)."""
     from guardrails.injection.model import shipped_model
 
     detector = InjectionDetector(model=shipped_model())
@@ -307,7 +310,7 @@ def test_deepset_quality_floor():
     false_pos = sum(p and not y for p, y in predicted)
     recall = true_pos / sum(y for _, y in predicted)
     false_positive_rate = false_pos / sum(not y for _, y in predicted)
-    assert recall >= 0.85 and false_positive_rate <= 0.02
+    assert recall >= 0.84 and false_positive_rate <= 0.02
 
 
 @pytest.mark.parametrize(
