@@ -152,13 +152,16 @@ GENERATORS = {
     ),
     "PHONE_NUMBER": (_phone, ["Call me on {v} after lunch.", "My phone number is {v}.", "ring {v} if it breaks"]),
     "CREDIT_CARD": (_card, ["Charge it to {v} please.", "my credit card number is {v}", "card: {v} exp 09/27"]),
-    "IBAN_CODE": (_iban, ["Wire the refund to {v}.", "IBAN {v}, account holder Omar"]),
+    "IBAN_CODE": (_iban, ["Wire the refund to {v}.", "IBAN {v}, account holder {person}"]),
     "US_SSN": (_ssn, ["My SSN is {v}.", "social security number {v} for the form"]),
     "IP_ADDRESS": (_ip, ["The server at {v} keeps timing out.", "block traffic from {v} now"]),
     "CRYPTO": (_bitcoin, ["Send the BTC to {v} today.", "wallet {v}"]),
     "API_KEY": (_api_key, ["Here is my key {v} can you debug this?", "export OPENAI_API_KEY={v}"]),
     "JWT": (_jwt, ["Authorization: Bearer {v}", "this token {v} expires soon"]),
 }
+# The one person a template names ("account holder {person}"): labelled PERSON, so that the names table (which scores
+# PERSON on these prompts too) counts finding it as a hit; the structured-PII table leaves the label out.
+TEMPLATE_PERSON = "Omar"
 BENIGN = [
     "The meeting moved to 10:30 in room 4B, order #55213 ships on 2024-11-03.",
     "Python 3.11.7 fixed it; pin numpy==1.26.4 and rerun the 250 tests.",
@@ -181,7 +184,12 @@ def pii_samples(rng: random.Random, num_samples: int) -> list[tuple[str, list[tu
             before = template[: template.index("{v}")]
             start = sum(map(len, parts)) + len(before)
             labels.append((entity, start, start + len(value)))
-            parts.append(template.replace("{v}", value) + " ")
+            if "{person}" in template:  # after the value, so its offset counts the value's length
+                person_start = (
+                    start + len(value) + len(template[template.index("{v}") + 3 : template.index("{person}")])
+                )
+                labels.append(("PERSON", person_start, person_start + len(TEMPLATE_PERSON)))
+            parts.append(template.replace("{v}", value).replace("{person}", TEMPLATE_PERSON) + " ")
         parts.append(rng.choice(BENIGN) + " " + " ".join(words[22:]) + ".")
         samples.append(("".join(parts), labels))
     return samples
@@ -475,7 +483,9 @@ def run(quick: bool, seed: int) -> dict:
     policy = GuardrailPolicy(pii_action="redact", output_pii_action="redact", injection_action="block")
     fast_engine, detectors = build_detectors(policy)
     samples = pii_samples(rng, 60 if quick else 400)
-    report: dict = {"pii_quality": {name: score_pii(fn, samples) for name, fn in detectors.items()}}
+    # The default policy has no names: its table scores the structured labels only.
+    structured = [(text, [label for label in labels if label[0] != "PERSON"]) for text, labels in samples]
+    report: dict = {"pii_quality": {name: score_pii(fn, structured) for name, fn in detectors.items()}}
     timing_set = samples[: 20 if quick else 200]
     texts = [text for text, _ in timing_set]
     report["prompt_tokens_approx"] = round(statistics.mean(len(t) for t in texts) / 4)

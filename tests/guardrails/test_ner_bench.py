@@ -20,3 +20,12 @@ def test_names_bench_runs_on_a_minimal_size(capsys):
 def test_a_label_with_one_unmasked_character_counts_as_leaked():
     labels = [("PERSON", 10, 20), ("LOCATION", 30, 36)]
     assert leaked(labels, [("PERSON", 10, 19), ("LOCATION", 28, 40)]) == {"PERSON": 1}
+
+
+def test_the_name_a_pii_template_writes_is_labelled_a_person():
+    """The IBAN template names its account holder: finding that name is a hit for the names table, not a false
+    positive, and the structured-PII table (no names in its policy) never sees the label."""
+    samples = bench.pii_samples(random.Random(0), 400)
+    people = [(text, start, end) for text, labels in samples for entity, start, end in labels if entity == "PERSON"]
+    assert people and all(text[start:end] == bench.TEMPLATE_PERSON for text, start, end in people)
+    assert all(f"account holder {bench.TEMPLATE_PERSON}" in text for text, _, _ in people)
