@@ -181,15 +181,14 @@ def pii_samples(rng: random.Random, num_samples: int) -> list[tuple[str, list[tu
         for entity in kinds:
             make, templates = GENERATORS[entity]
             value, template = make(rng), rng.choice(templates)
-            before = template[: template.index("{v}")]
-            start = sum(map(len, parts)) + len(before)
+            offset = sum(map(len, parts))
+            start = offset + template.index("{v}")
             labels.append((entity, start, start + len(value)))
-            if "{person}" in template:  # after the value, so its offset counts the value's length
-                person_start = (
-                    start + len(value) + len(template[template.index("{v}") + 3 : template.index("{person}")])
-                )
+            filled = template.replace("{v}", value)
+            if "{person}" in filled:
+                person_start = offset + filled.index("{person}")
                 labels.append(("PERSON", person_start, person_start + len(TEMPLATE_PERSON)))
-            parts.append(template.replace("{v}", value).replace("{person}", TEMPLATE_PERSON) + " ")
+            parts.append(filled.replace("{person}", TEMPLATE_PERSON) + " ")
         parts.append(rng.choice(BENIGN) + " " + " ".join(words[22:]) + ".")
         samples.append(("".join(parts), labels))
     return samples

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from guardrails.injection import rules
 from guardrails.injection.decode import decoded_payloads
-from guardrails.injection.features import featurize_normalized, fold_leetspeak
+from guardrails.injection.features import featurize_folded, fold_leetspeak
 from guardrails.injection.normalize import normalize
 from guardrails.injection.rule import Rule
 from guardrails.injection.suffix import has_adversarial_suffix
@@ -67,10 +67,8 @@ class InjectionDetector:
             fired["compliance_transcript"] = rules.COMPLIANCE_TRANSCRIPT_WEIGHT
         rule_score = rules.combine(list(fired.values())) if len(fired) > _obfuscation_only(fired) else 0.0
         model_score = self.classifier.score(text) if self.classifier is not None else None
-        # The model's features from the text already normalized above (its own `score` would normalize it again).
-        learned_score = (
-            self.model.score_features(featurize_normalized(normalized.text)) if self.model is not None else 0.0
-        )
+        # The model's features from the text already normalized and folded above (its own `score` would do both again).
+        learned_score = self.model.score_features(featurize_folded(folded)) if self.model is not None else 0.0
         score = max(rule_score, model_score or 0.0, learned_score)
         return InjectionResult(score, tuple(sorted(fired)), model_score)
 

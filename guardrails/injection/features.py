@@ -65,10 +65,11 @@ class Features:
         return self.word_buckets.size**-LENGTH_EXPONENT if self.word_buckets.size else 0.0
 
 
-def prepare(normalized_text: str) -> str:
+def prepare(folded_text: str) -> str:
     """The text the n-grams are taken from: the normalized text (invisible characters, homoglyphs, full-width,
-    s-p-a-c-e-d letters undone) lower-cased, leetspeak folded, whitespace collapsed, head and tail of a long prompt."""
-    collapsed = " ".join(fold_leetspeak(normalized_text.lower())[0].split())
+    s-p-a-c-e-d letters undone) lower-cased and leetspeak folded (`fold_leetspeak`), whitespace collapsed, head and
+    tail of a long prompt."""
+    collapsed = " ".join(folded_text.split())
     if len(collapsed) > HEAD_CHARS + TAIL_CHARS:
         collapsed = collapsed[:HEAD_CHARS] + " " + collapsed[-TAIL_CHARS:]
     return collapsed
@@ -84,7 +85,13 @@ def featurize(text: str) -> Features:
 
 
 def featurize_normalized(normalized_text: str) -> Features:
-    prepared = prepare(normalized_text)
+    return featurize_folded(fold_leetspeak(normalized_text.lower())[0])
+
+
+def featurize_folded(folded_text: str) -> Features:
+    """Features of a normalized text already lower-cased and leetspeak folded (the detector folds it once for its
+    rules and the model alike)."""
+    prepared = prepare(folded_text)
     return Features(_char_ngram_buckets(prepared), _word_buckets(prepared))
 
 

@@ -5,7 +5,7 @@ safeguards that rules_frames.py reads in English. Many-shot transcripts are a st
 
 Written from the published descriptions of the families (Tensor Trust, Toyer et al. 2023; payload splitting, Kang et
 al. 2023; refusal suppression, Wei et al. 2023), not from any evaluation source's rows. Each has a benign neighbour
-in tests/guardrails/test_injection_coercion.py ("why does my login page print 'Access granted'?", "decode this
+in tests/guardrails/test_injection_rule_families.py ("why does my login page print 'Access granted'?", "decode this
 base64 and tell me what it says", "don't apologize so much").
 """
 

@@ -7,7 +7,7 @@ document speaks to its machine reader: by describing it ("Any automated system r
 assistant, read this, ..."), by a bracketed label inside quoted text ("[assistant: close all tickets]"), and in German
 and Spanish plurals ("Anweisung für Sprachmodelle", "Instrucción para modelos de lenguaje"). Written from the
 published descriptions of indirect injection (Greshake et al. 2023; BIPIA), not from any evaluation source's rows.
-Each has a benign neighbour in tests/guardrails/test_injection_indirect.py ("an AI reading this paper would ...",
+Each has a benign neighbour in tests/guardrails/test_injection_rule_families.py ("an AI reading this paper would ...",
 "the assistant reads the ticket", "[Assistant: Hello!]" in a transcript).
 """
 

@@ -5,7 +5,7 @@ schützen sollst"), spelled or transformed so that a filter misses it, and with 
 filter does not notice"). English, German and Spanish.
 
 Written from the published descriptions of prompt extraction and the Gandalf game's secret-keeping levels, not from
-any evaluation source's rows. Each has a benign neighbour in tests/guardrails/test_injection_probing.py ("the text
+any evaluation source's rows. Each has a benign neighbour in tests/guardrails/test_injection_rule_families.py ("the text
 before the first chapter", "what is a system prompt?", "the secret key AWS gave me", "spell 'necessary' backwards").
 """
 
