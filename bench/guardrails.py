@@ -17,9 +17,8 @@ Measured in one run, on the same generated data:
                  model), recorded in guardrails/injection/model.json at training time; for the gateway's detector,
                  precision / recall / FPR on the deepset set (both trained or tuned on it: not held out), on crafted
                  attacks with obfuscations and on benign look-alikes with trigger words built here; recall / FPR
-                 on the red-team sets written for the project that nothing trains on (dataset.load_redteam: writers
-                 the detector never saw; team e is the probe the newest rules were read from); latency per
-                 ~100-token prompt
+                 on the red-team sets written for the project (dataset.load_redteam; the encoder trained on
+                 writers a-f, nothing trains on g-i), with and without the encoder; latency per ~100-token prompt
 """
 
 from __future__ import annotations
@@ -415,6 +414,12 @@ def injection_bench(detector, rng: random.Random, quick: bool) -> dict:
         row["benign_lookalike_fpr"] = sum(s >= t for s in benign) / len(benign)
         result["deepset"][str(t)] = row
     result["redteam"] = redteam_scores(detector, quick)
+    if detector.encoder is not None:  # the same run without it: what the encoder buys
+        from guardrails.injection.detector import InjectionDetector
+
+        result["redteam_without_encoder"] = redteam_scores(
+            InjectionDetector(detector.classifier, detector.model), quick
+        )
     result["crafted_recall"] = sum(s >= THRESHOLD for s in crafted) / len(crafted)
     result["benign_lookalike_fpr"] = sum(s >= THRESHOLD for s in benign) / len(benign)
     recorded = load_report()
@@ -430,23 +435,43 @@ def injection_bench(detector, rng: random.Random, quick: bool) -> dict:
         for _ in range(40 if quick else 400)
     ]  # ~100 tokens (75 words + a sentence)
     result["latency_100_tokens"] = percentiles_us(time_calls(detector.score, prompts, 1 if quick else 3))
+    result["encoder_read_100_tokens"] = sum(detector.score(p).encoder_score is not None for p in prompts) / len(prompts)
+    if detector.encoder is not None:
+        from guardrails.injection.encoder.model import REPORT_PATH, WEIGHTS_PATH
+
+        encoder_report = json.loads(REPORT_PATH.read_text())
+        result["encoder"] = {
+            "threshold": encoder_report["threshold"],
+            "trained_at": encoder_report["trained_at"],
+            "weights_bytes": WEIGHTS_PATH.stat().st_size,
+            "validation": encoder_report.get("validation"),
+            # The encoder alone on every prompt: what a prompt past the gate pays.
+            "latency_100_tokens": percentiles_us(time_calls(detector.encoder.score, prompts[:100], 1)),
+        }
     return result
 
 
+HELD_OUT_REDTEAM = "held out (g-i)"
+
+
 def redteam_scores(detector, quick: bool) -> dict[str, dict[str, float]]:
-    """Per red-team source, and pooled over those held out for everything (not team e), the detector's recall and
-    false-positive rate at the default threshold, by language too."""
-    from guardrails.injection.dataset import load_redteam
+    """Per red-team source, and pooled over the writers nothing trains on (g-i; the encoder trained on a-f), the
+    detector's recall and false-positive rate at the default threshold, by language too, and the share of prompts
+    the encoder read."""
+    from guardrails.injection.dataset import HELD_OUT_TEAMS, load_redteam
 
     rows = load_redteam()
     if quick:
         rows = rows[::10]
-    flagged = [(row, detector.score(row.text).score >= THRESHOLD) for row in rows]
+    results = [detector.score(row.text) for row in rows]
+    flagged = [(row, result.score >= THRESHOLD) for row, result in zip(rows, results)]
+    ran_encoder = {id(row): result.encoder_score is not None for row, result in zip(rows, results)}
+    held_out = {f"redteam_{team}" for team in HELD_OUT_TEAMS}
     groups: dict[str, list] = defaultdict(list)
     for row, flag in flagged:
         groups[row.source].append((row, flag))
-        if row.source != "redteam_e":
-            groups["held out (a-d, f)"].append((row, flag))
+        if row.source in held_out:
+            groups[HELD_OUT_REDTEAM].append((row, flag))
     table = {}
     for name, members in sorted(groups.items()):
         entry: dict[str, float] = {}
@@ -459,6 +484,7 @@ def redteam_scores(detector, quick: bool) -> dict[str, dict[str, float]]:
             entry[f"fpr{suffix}"] = sum(benign) / len(benign) if benign else 0.0
         entry["attacks"] = sum(row.label == 1 for row, _ in members)
         entry["benign"] = sum(row.label == 0 for row, _ in members)
+        entry["encoder_ran"] = sum(ran_encoder[id(row)] for row, _ in members) / len(members)
         table[name] = entry
     return table
 
@@ -553,21 +579,34 @@ def print_report(report: dict) -> None:
             f"FPR {row['fpr']:.3f}   crafted recall {row['crafted_recall']:.2f}   benign look-alike FPR "
             f"{row['benign_lookalike_fpr']:.3f}"
         )
-    print("\nPrompt injection, the gateway's detector on the red-team sets nothing trains on (default threshold)")
-    for name, row in inj["redteam"].items():
-        by_lang = "  ".join(
-            f"{lang} {row[f'recall_{lang}']:.2f} / {row[f'fpr_{lang}']:.3f}" for lang in ("en", "de", "es")
-        )
+    for key, title in (("redteam", "the gateway's detector"), ("redteam_without_encoder", "without the encoder")):
+        if key not in inj:
+            continue
         print(
-            f"  {name:<18} recall {row['recall']:.3f} ({row['attacks']})  FPR {row['fpr']:.3f} ({row['benign']})"
-            f"   recall / FPR by language: {by_lang}"
+            f"\nPrompt injection, {title}, on the red-team sets (default threshold; the encoder trained on a-f, "
+            "nothing on g-i)"
         )
+        for name, row in inj[key].items():
+            by_lang = "  ".join(
+                f"{lang} {row[f'recall_{lang}']:.2f} / {row[f'fpr_{lang}']:.3f}" for lang in ("en", "de", "es")
+            )
+            print(
+                f"  {name:<15} recall {row['recall']:.3f} ({row['attacks']})  FPR {row['fpr']:.3f} ({row['benign']})"
+                f"  encoder read {row['encoder_ran']:.0%}   recall / FPR by language: {by_lang}"
+            )
     print(
         f"  crafted + obfuscated attacks recall {inj['crafted_recall']:.2f};  benign look-alikes with trigger "
         f"words FPR {inj['benign_lookalike_fpr']:.3f} (n={inj['benign_lookalikes']});  "
         f"p50 {inj['latency_100_tokens']['p50_us']:.0f} us, CPU p99 {inj['latency_100_tokens']['cpu_p99_us']:.0f} us "
-        "per ~100-token prompt"
+        f"per ~100-token prompt (the encoder read {inj['encoder_read_100_tokens']:.0%} of them)"
     )
+    if "encoder" in inj:
+        encoder = inj["encoder"]
+        print(
+            f"  encoder: trained {encoder['trained_at']}, threshold {encoder['threshold']} (score 0.5), weights "
+            f"{encoder['weights_bytes'] / 2**20:.1f} MiB; alone p50 {encoder['latency_100_tokens']['p50_us'] / 1000:.1f}"
+            f" ms, p99 {encoder['latency_100_tokens']['p99_us'] / 1000:.1f} ms per ~100-token prompt"
+        )
 
 
 def main(argv: list[str]) -> int:

@@ -32,6 +32,7 @@ _TRACER = trace.get_tracer("sluicegate.guardrails")
 
 if TYPE_CHECKING:
     from guardrails.injection.classifier import InjectionClassifier
+    from guardrails.injection.encoder.model import EncoderModel
     from guardrails.injection.model import InjectionModel
     from guardrails.stream import StreamRedactor
 
@@ -45,7 +46,7 @@ class Guardrails:
         self.metrics = metrics
         self.analyzer = build_analyzer(self.config.spacy_model_path)
         self.scanner = PiiScanner(self.analyzer, self.config.pii_engine, self.config.spacy_model_path is not None)
-        self.injection = InjectionDetector(self._classifier(), self._learned_model())
+        self.injection = InjectionDetector(self._classifier(), self._learned_model(), self._encoder())
 
     def _classifier(self) -> InjectionClassifier | None:
         if self.config.injection_model_path is None:
@@ -62,6 +63,13 @@ class Guardrails:
         from guardrails.injection.model import shipped_model
 
         return shipped_model()
+
+    def _encoder(self) -> EncoderModel | None:
+        if not self.config.injection_encoder:
+            return None
+        from guardrails.injection.encoder.model import shipped_encoder
+
+        return shipped_encoder()
 
     def check_policy(self, policy: GuardrailPolicy) -> None:
         """Raise GuardrailConfigError if the policy names entities this deployment cannot detect."""

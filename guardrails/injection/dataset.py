@@ -66,14 +66,21 @@ def load_copied(data_dir: Path = DATA_DIR) -> list[Sample]:
 
 
 REDTEAM_DIR = DATA_DIR / "redteam"
+# The red-team writers (data/README.md). The encoder (encoder/train.py) trains on a-f and j-n: a pretrained
+# transformer learns from other writers what n-grams do not (the n-gram model trains on none of them). g-i were
+# written for evaluation alone: nothing trains on them.
+ENCODER_TRAIN_TEAMS = ("a", "b", "c", "d", "e", "f", "j", "k", "l", "m", "n")
+HELD_OUT_TEAMS = ("g", "h", "i")
 
 
-def load_redteam(data_dir: Path = REDTEAM_DIR) -> list[Sample]:
-    """The red-team sets written for the project (data/README.md): evaluation only, never trained on, so they
-    measure the detector on writers it never saw. Source "redteam_X" holds team X's attacks and benign prompts."""
+def load_redteam(data_dir: Path = REDTEAM_DIR, teams: tuple[str, ...] | None = None) -> list[Sample]:
+    """The red-team sets written for the project (data/README.md), by team; source "redteam_X" holds team X's
+    attacks and benign prompts. `teams` None: every team."""
     samples = []
     for path in sorted(data_dir.glob("*_redteam_*.jsonl.gz")):
         team = path.name.removesuffix(".jsonl.gz").rpartition("_")[2]
+        if teams is not None and team not in teams:
+            continue
         with gzip.open(path, "rt", encoding="utf-8") as lines:
             samples += [
                 Sample(row["text"], int(row["label"]), f"redteam_{team}", row["lang"]) for row in map(json.loads, lines)

