@@ -1,5 +1,5 @@
 """A BERT-style encoder's forward pass in numpy: token ids -> one logit. The gateway stays free of torch; the
-weights come from train.py's export (int8 per output row on disk, float32 in memory).
+weights come from train.py's export (int8 per output row on disk; float32 in memory, but for the word embeddings).
 
 Shapes follow the checkpoint: hidden 384, 12 heads, 6 layers, feed-forward 1536, post-norm residual blocks, GELU
 (erf form), mean pooling over every token of the input (its [CLS] and [SEP] included, as trained), one linear head.
