@@ -69,12 +69,14 @@ class EncoderModel:
     """Raw probability at which a prompt is an injection (picked on held-out writers; report.json)."""
 
     def raw_probability(self, text: str) -> float:
-        return _sigmoid(self.network.logit(np.array(self.tokenizer.ids(text), dtype=np.intp)))
+        return _sigmoid(self._raw_logit(text))
 
     def score(self, text: str) -> float:
         """P(injection) with the operating point moved to 0.5."""
-        logit = self.network.logit(np.array(self.tokenizer.ids(text), dtype=np.intp))
-        return _sigmoid(logit - _logit(self.threshold))
+        return _sigmoid(self._raw_logit(text) - _logit(self.threshold))
+
+    def _raw_logit(self, text: str) -> float:
+        return self.network.logit(np.array(self.tokenizer.ids(text), dtype=np.intp))
 
     @classmethod
     def load(cls, folder: Path = ENCODER_DIR) -> EncoderModel:
