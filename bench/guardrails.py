@@ -464,20 +464,18 @@ def redteam_scores(detector, quick: bool) -> dict[str, dict[str, float]]:
     rows = load_redteam()
     if quick:
         rows = rows[::10]
-    results = [detector.score(row.text) for row in rows]
-    flagged = [(row, result.score >= THRESHOLD) for row, result in zip(rows, results)]
-    ran_encoder = {id(row): result.encoder_score is not None for row, result in zip(rows, results)}
     held_out = {f"redteam_{team}" for team in HELD_OUT_TEAMS}
     groups: dict[str, list] = defaultdict(list)
-    for row, flag in flagged:
-        groups[row.source].append((row, flag))
+    for row in rows:
+        scored = (row, detector.score(row.text))
+        groups[row.source].append(scored)
         if row.source in held_out:
-            groups[HELD_OUT_REDTEAM].append((row, flag))
+            groups[HELD_OUT_REDTEAM].append(scored)
     table = {}
     for name, members in sorted(groups.items()):
         entry: dict[str, float] = {}
         for lang in (None, "en", "de", "es"):
-            chosen = [(row, flag) for row, flag in members if lang is None or row.lang == lang]
+            chosen = [(row, result.score >= THRESHOLD) for row, result in members if lang is None or row.lang == lang]
             attacks = [flag for row, flag in chosen if row.label == 1]
             benign = [flag for row, flag in chosen if row.label == 0]
             suffix = f"_{lang}" if lang else ""
@@ -485,7 +483,7 @@ def redteam_scores(detector, quick: bool) -> dict[str, dict[str, float]]:
             entry[f"fpr{suffix}"] = sum(benign) / len(benign) if benign else 0.0
         entry["attacks"] = sum(row.label == 1 for row, _ in members)
         entry["benign"] = sum(row.label == 0 for row, _ in members)
-        entry["encoder_ran"] = sum(ran_encoder[id(row)] for row, _ in members) / len(members)
+        entry["encoder_ran"] = sum(result.encoder_score is not None for _, result in members) / len(members)
         table[name] = entry
     return table
 

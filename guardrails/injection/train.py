@@ -31,13 +31,16 @@ RECORDED_PER_CLASS = 12
 RECORDED_MAX_CHARS = 1200  # long enough for a few jailbreak templates, so the sample has scores on both sides of 0.5
 
 
-def recorded_sample(samples: list[Sample], seed: int) -> list[Sample]:
-    """A fixed handful of short rows of each class whose scores the shipped weights must reproduce."""
+def recorded_sample(
+    samples: list[Sample], seed: int, per_class: int = RECORDED_PER_CLASS, max_chars: int = RECORDED_MAX_CHARS
+) -> list[Sample]:
+    """A fixed handful of short rows of each class whose scores the shipped weights must reproduce (the encoder's
+    training records its own, with smaller numbers)."""
     rng = np.random.default_rng(seed)
     picked = []
     for label in (0, 1):
-        short = [s for s in samples if s.label == label and len(s.text) <= RECORDED_MAX_CHARS]
-        picked += [short[i] for i in sorted(rng.permutation(len(short))[:RECORDED_PER_CLASS])]
+        short = [s for s in samples if s.label == label and len(s.text) <= max_chars]
+        picked += [short[i] for i in sorted(rng.permutation(len(short))[:per_class])]
     return picked
 
 

@@ -29,7 +29,7 @@ def tiny_export(tmp_path_factory):
         max_position_embeddings=encoder_model.MAX_TOKENS,
     )
     base = BertModel(config).eval()
-    top = train._Top.build(base).eval()
+    top = train.build_top(base).eval()
     with torch.no_grad():
         top.head.weight.normal_(0.0, 1.0)
     folder = tmp_path_factory.mktemp("encoder")

@@ -37,6 +37,7 @@ from guardrails.injection.dataset import Sample
 from guardrails.injection.encoder.model import MAX_TOKENS, TOKENIZER_PATH, EncoderModel, TextTokenizer
 from guardrails.injection.encoder.network import LINEARS, quantized
 from guardrails.injection.normalize import normalize
+from guardrails.injection.train import recorded_sample
 
 BASE_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"  # model.safetensors
 FROZEN_LAYERS = 3  # of 6: the bottom half keeps its pretrained weights (and runs once, before training)
@@ -46,6 +47,7 @@ WARMUP_STEPS = 50
 EPOCHS = 2
 VALIDATE_TEAMS = ("e", "f")
 RECORDED_PER_CLASS = 8
+RECORDED_MAX_CHARS = 600
 
 
 def base_model_dir() -> Path:
@@ -58,28 +60,25 @@ def base_model_dir() -> Path:
     return folder
 
 
-class _Top:
-    """The trainable part: copies of the base's top layers and a linear head (a torch module, built lazily so that
-    importing this file needs no torch)."""
+def build_top(base):
+    """The trainable part: copies of the base's top layers and a linear head (a torch module, its class defined here
+    so that importing this file needs no torch)."""
+    import torch
 
-    @staticmethod
-    def build(base):
-        import torch
+    class Top(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = torch.nn.ModuleList(copy.deepcopy(base.encoder.layer[FROZEN_LAYERS:]))
+            self.head = torch.nn.Linear(base.config.hidden_size, 1)
 
-        class Top(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.layers = torch.nn.ModuleList(copy.deepcopy(base.encoder.layer[FROZEN_LAYERS:]))
-                self.head = torch.nn.Linear(base.config.hidden_size, 1)
+        def forward(self, hidden, mask):
+            additive = (1.0 - mask[:, None, None, :].float()) * -1e4
+            for layer in self.layers:
+                hidden = layer(hidden, attention_mask=additive)
+            weights = mask[..., None].float()
+            return self.head((hidden * weights).sum(1) / weights.sum(1)).squeeze(-1)
 
-            def forward(self, hidden, mask):
-                additive = (1.0 - mask[:, None, None, :].float()) * -1e4
-                for layer in self.layers:
-                    hidden = layer(hidden, attention_mask=additive)
-                weights = mask[..., None].float()
-                return self.head((hidden * weights).sum(1) / weights.sum(1)).squeeze(-1)
-
-        return Top()
+    return Top()
 
 
 def frozen_states(base, ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -110,7 +109,7 @@ def fit(base, states, mask, samples: list[Sample], epochs: int, seed: int):
     import torch
 
     torch.manual_seed(seed)
-    top = _Top.build(base)
+    top = build_top(base)
     labels = torch.tensor([s.label for s in samples], dtype=torch.float32)
     weights = torch.tensor(dataset.sample_weights(samples), dtype=torch.float32)
     lengths = mask.sum(1)
@@ -236,15 +235,6 @@ def export(base, top, folder: Path, base_dir: Path) -> None:
         shutil.copyfile(base_dir / "tokenizer.json", folder / TOKENIZER_PATH.name)
 
 
-def recorded_sample(samples: list[Sample], seed: int) -> list[Sample]:
-    rng = np.random.default_rng(seed)
-    picked = []
-    for label in (0, 1):
-        short = [s for s in samples if s.label == label and len(s.text) <= 600]
-        picked += [short[i] for i in sorted(rng.permutation(len(short))[:RECORDED_PER_CLASS])]
-    return picked
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for weights.npz, tokenizer.json, report.json")
@@ -301,7 +291,7 @@ def main(argv: list[str]) -> int:
         **report,
         "recorded": [
             {"text": s.text, "probability": encoder.raw_probability(normalize(s.text).text)}
-            for s in recorded_sample(samples, args.seed)
+            for s in recorded_sample(samples, args.seed, RECORDED_PER_CLASS, RECORDED_MAX_CHARS)
         ],
     }
     (args.out / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
