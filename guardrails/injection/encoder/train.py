@@ -11,12 +11,12 @@ Steps: tokenize every row once; run the frozen embeddings and bottom FROZEN_LAYE
 fine-tune the top layers and a linear head on mean-pooled states (log loss weighted by dataset.sample_weights),
 without the `--validate-teams` red-team writers. Their prompts pick the threshold: the lowest at which the detector as
 the gateway runs it (rules, n-gram model, encoder) flags at most 3% of their benign prompts. That fit is the one
-shipped. Why not refit on everything with the same threshold: the refit is more confident, on benign prompts too, so
-the threshold no longer means 3% (2026-12-06: refit, threshold 0.99, caught 0.518 of writers g-i at FPR 0.022; the
-validated fit 0.564 at 0.023; docs/benchmarks.md). `--validate-teams ""` fits on everything at threshold 0.5. Export:
-int8 weights (network.py), the tokenizer and report.json (threshold, validation table, the recorded scores of a fixed
-sample, which tests reproduce). About 20 minutes on 2 CPU cores. Deterministic for a seed on one machine (torch's CPU
-kernels are).
+shipped. Why not refit on everything and keep that threshold: the refit is another model, for which the threshold's
+false-positive rate was never measured; it would add two writers' 746 rows to 17,264 (2026-12-06, on writers g-i:
+refit 0.518 recall at FPR 0.022, the validated fit 0.522 at 0.023; docs/benchmarks.md). `--validate-teams ""` fits on
+everything at threshold 0.5. Export: int8 weights (network.py), the tokenizer and report.json (threshold, validation
+table, the recorded scores of a fixed sample, which tests reproduce). About 20 minutes on 2 CPU cores. Deterministic
+for a seed on one machine (torch's CPU kernels are).
 """
 
 from __future__ import annotations
