@@ -455,13 +455,13 @@ def injection_bench(detector, rng: random.Random, quick: bool) -> dict:
 HELD_OUT_REDTEAM = "held out (g-i)"
 
 
-def redteam_scores(detector, quick: bool) -> dict[str, dict[str, float]]:
+def redteam_scores(detector, quick: bool, teams: tuple[str, ...] | None = None) -> dict[str, dict[str, float]]:
     """Per red-team source, and pooled over the writers nothing trains on (g-i; the encoder trained on a-d and j-t),
     the detector's recall and false-positive rate at the default threshold, by language too, and the share of prompts
-    the encoder read."""
+    the encoder read. `teams`: only those writers (None: all)."""
     from guardrails.injection.dataset import HELD_OUT_TEAMS, load_redteam
 
-    rows = load_redteam()
+    rows = load_redteam(teams=teams)
     if quick:
         rows = rows[::10]
     held_out = {f"redteam_{team}" for team in HELD_OUT_TEAMS}

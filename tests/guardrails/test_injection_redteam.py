@@ -35,8 +35,8 @@ def held_out_scores() -> dict[str, dict[str, dict[str, float]]]:
     with_encoder = InjectionDetector(model=shipped_model(), encoder=shipped_encoder())
     without = InjectionDetector(model=shipped_model())
     return {
-        "with": redteam_scores(with_encoder, quick=False)[HELD_OUT_REDTEAM],
-        "without": redteam_scores(without, quick=False)[HELD_OUT_REDTEAM],
+        "with": redteam_scores(with_encoder, quick=False, teams=HELD_OUT_TEAMS)[HELD_OUT_REDTEAM],
+        "without": redteam_scores(without, quick=False, teams=HELD_OUT_TEAMS)[HELD_OUT_REDTEAM],
     }
 
 
