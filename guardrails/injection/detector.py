@@ -3,9 +3,9 @@ configured, a local classifier, the learned n-gram model (model.py) and the enco
 each is calibrated on its own (a score of 0.5 is its operating point). The rules catch the short direct injections
 they describe in any source, the n-gram model the jailbreak templates no rule lists, and the encoder, a pretrained
 transformer fine-tuned here, the paraphrases and new framings that neither has seen (it reads meaning; on writers
-nothing trained on it doubles the pair's recall: 0.25 -> 0.52 at 2.3% false positives, docs/benchmarks.md). The gateway runs all three (`injection_learned_model`,
-`injection_encoder`); each threshold was picked for the detector as a whole, so their false positives together stay
-within the validated 3%.
+nothing trained on it doubles the pair's recall: 0.25 -> 0.52 at 2.3% false positives, docs/benchmarks.md). The
+gateway runs all three (`injection_learned_model`, `injection_encoder`); each threshold was picked for the detector as
+a whole, so their false positives together stay within the validated 3%.
 
 The encoder costs ~18 ms for a 100-token prompt on two cores against ~0.4 ms for the rest, so it runs only where the
 n-gram model sees some sign of an attack (ENCODER_GATE)."""

@@ -1,6 +1,6 @@
 """The red-team sets (guardrails/injection/data/redteam/, dataset.load_redteam): twenty writers' sources; the
-encoder trains on a-f and j-t, nothing on g-i; the gateway's detector holds a floor on g-i, a regression floor at
-today's level (docs/benchmarks.md has the figures)."""
+encoder trains on a-d and j-t, e and f pick its threshold, nothing trains on g-i; the gateway's detector holds a floor
+on g-i, a regression floor at today's level (docs/benchmarks.md has the figures)."""
 
 import pytest
 

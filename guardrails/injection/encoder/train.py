@@ -175,17 +175,6 @@ def detector_flags(samples: list[Sample]) -> tuple[np.ndarray, np.ndarray]:
     return flagged, gated
 
 
-def pick_threshold(samples: list[Sample], probabilities: np.ndarray) -> float:
-    """The lowest threshold at which the detector with the encoder flags at most 3% of the held-out benign rows."""
-    flagged, gated = detector_flags(samples)
-    benign = np.array([s.label == 0 for s in samples])
-    for threshold in np.round(np.arange(0.5, 1.0, 0.005), 3):
-        with_encoder = flagged | (gated & (probabilities >= threshold))
-        if with_encoder[benign].mean() <= validation.MAX_BENIGN_FPR:
-            return float(threshold)
-    return 0.995
-
-
 def export(base, top, folder: Path, base_dir: Path) -> None:
     """weights.npz: every matrix int8 per row (network.quantized), vectors float32; tokenizer.json copied."""
     layers = list(base.encoder.layer[:FROZEN_LAYERS]) + list(top.layers)
@@ -267,8 +256,10 @@ def main(argv: list[str]) -> int:
         top = fit(base, states[~held], mask[~held], [s for s, h in zip(samples, held) if not h], args.epochs, args.seed)
         held_samples = [s for s, h in zip(samples, held) if h]
         probabilities = predict(top, states[held], mask[held])
-        threshold = pick_threshold(held_samples, probabilities)
         flagged, gated = detector_flags(held_samples)
+        # The lowest threshold at which rules, n-gram model and encoder together flag at most 3% of the held-out
+        # benign rows (a prompt under the gate never reaches the encoder), never below even odds.
+        threshold = max(0.5, validation.pick_threshold(held_samples, probabilities * gated, also_flagged=flagged))
         with_encoder = flagged | (gated & (probabilities >= threshold))
         report["validation"] = {
             "held_out": sorted(held_teams),
