@@ -18,7 +18,7 @@ Measured in one run, on the same generated data:
                  precision / recall / FPR on the deepset set (both trained or tuned on it: not held out), on crafted
                  attacks with obfuscations and on benign look-alikes with trigger words built here; recall / FPR
                  on the red-team sets written for the project (dataset.load_redteam; the encoder trained on
-                 writers a-d and j-t, e and f picked its threshold, nothing trains on g-i), with and without the
+                 writers a-d and j-z, e and f picked its threshold, nothing trains on g-i), with and without the
                  encoder; latency per ~100-token prompt
 """
 
@@ -436,7 +436,6 @@ def injection_bench(detector, rng: random.Random, quick: bool) -> dict:
         for _ in range(40 if quick else 400)
     ]  # ~100 tokens (75 words + a sentence)
     result["latency_100_tokens"] = percentiles_us(time_calls(detector.score, prompts, 1 if quick else 3))
-    result["encoder_read_100_tokens"] = sum(detector.score(p).encoder_score is not None for p in prompts) / len(prompts)
     if detector.encoder is not None:
         from guardrails.injection.encoder.model import REPORT_PATH, WEIGHTS_PATH
 
@@ -446,7 +445,7 @@ def injection_bench(detector, rng: random.Random, quick: bool) -> dict:
             "trained_at": encoder_report["trained_at"],
             "weights_bytes": WEIGHTS_PATH.stat().st_size,
             "validation": encoder_report.get("validation"),
-            # The encoder alone on every prompt: what a prompt past the gate pays.
+            # The encoder alone: most of what the detector pays per prompt.
             "latency_100_tokens": percentiles_us(time_calls(detector.encoder.score, prompts[:100], 1)),
         }
     return result
@@ -456,9 +455,9 @@ HELD_OUT_REDTEAM = "held out (g-i)"
 
 
 def redteam_scores(detector, quick: bool, teams: tuple[str, ...] | None = None) -> dict[str, dict[str, float]]:
-    """Per red-team source, and pooled over the writers nothing trains on (g-i; the encoder trained on a-d and j-t),
-    the detector's recall and false-positive rate at the default threshold, by language too, and the share of prompts
-    the encoder read. `teams`: only those writers (None: all)."""
+    """Per red-team source, and pooled over the writers nothing trains on (g-i; the encoder trained on a-d and j-z),
+    the detector's recall and false-positive rate at the default threshold, by language too. `teams`: only those
+    writers (None: all)."""
     from guardrails.injection.dataset import HELD_OUT_TEAMS, load_redteam
 
     rows = load_redteam(teams=teams)
@@ -483,7 +482,6 @@ def redteam_scores(detector, quick: bool, teams: tuple[str, ...] | None = None) 
             entry[f"fpr{suffix}"] = sum(benign) / len(benign) if benign else 0.0
         entry["attacks"] = sum(row.label == 1 for row, _ in members)
         entry["benign"] = sum(row.label == 0 for row, _ in members)
-        entry["encoder_ran"] = sum(result.encoder_score is not None for _, result in members) / len(members)
         table[name] = entry
     return table
 
@@ -516,8 +514,12 @@ def run(quick: bool, seed: int) -> dict:
     report["input_latency"] = {
         name: percentiles_us(time_calls(fn, texts, 1 if quick else 3)) for name, fn in detectors.items()
     }
+    # Each timed text new to the engine: a text it has scored before (a conversation's earlier turn) costs a lookup
+    # in its injection score cache, not what a new prompt pays.
+    rounds = 1 if quick else 3
+    unseen = [f"{text} ({round_})" for round_ in range(rounds) for text in texts]
     report["input_latency"]["check_input"] = percentiles_us(
-        time_calls(lambda t: fast_engine.check_input([t], policy), texts, 1 if quick else 3)
+        time_calls(lambda t: fast_engine.check_input([t], policy), unseen, 1)
     )
     report["streaming"] = {
         f"{n}-char chunks": stream_bench(fast_engine, policy, timing_set[: 40 if not quick else 8], n) for n in (4, 1)
@@ -583,7 +585,7 @@ def print_report(report: dict) -> None:
             continue
         print(
             f"\nPrompt injection, {title}, on the red-team sets (default threshold; the encoder trained on a-d "
-            "and j-t, e and f set its threshold, nothing on g-i)"
+            "and j-z, e and f set its threshold, nothing on g-i)"
         )
         for name, row in inj[key].items():
             by_lang = "  ".join(
@@ -591,13 +593,13 @@ def print_report(report: dict) -> None:
             )
             print(
                 f"  {name:<15} recall {row['recall']:.3f} ({row['attacks']})  FPR {row['fpr']:.3f} ({row['benign']})"
-                f"  encoder read {row['encoder_ran']:.0%}   recall / FPR by language: {by_lang}"
+                f"   recall / FPR by language: {by_lang}"
             )
     print(
         f"  crafted + obfuscated attacks recall {inj['crafted_recall']:.2f};  benign look-alikes with trigger "
         f"words FPR {inj['benign_lookalike_fpr']:.3f} (n={inj['benign_lookalikes']});  "
         f"p50 {inj['latency_100_tokens']['p50_us']:.0f} us, CPU p99 {inj['latency_100_tokens']['cpu_p99_us']:.0f} us "
-        f"per ~100-token prompt (the encoder read {inj['encoder_read_100_tokens']:.0%} of them)"
+        "per ~100-token prompt"
     )
     if "encoder" in inj:
         encoder = inj["encoder"]

@@ -20,15 +20,16 @@ class GuardrailsConfig(Schema):
     LOCATION and ORGANIZATION to the shipped tagger's (guardrails/ner/). None: a blank English pipeline, nothing
     downloaded."""
     injection_learned_model: bool = True
-    """Score prompts with the shipped n-gram model (guardrails/injection/model.npz) besides the rules; a prompt is an
-    injection when either says so. False: the rules alone (fewer false positives on security-topic requests, far
-    less recall on jailbreak templates: docs/benchmarks.md)."""
+    """Without the encoder, score prompts with the shipped n-gram model (guardrails/injection/model.npz) besides the
+    rules; a prompt is an injection when either says so. False: the rules alone (fewer false positives on
+    security-topic requests, far less recall on jailbreak templates: docs/benchmarks.md). Not used with the
+    encoder."""
     injection_encoder: bool = True
-    """Also score prompts the n-gram model finds suspect with the shipped encoder (guardrails/injection/encoder/: a
-    small pretrained transformer fine-tuned here, numpy on the CPU): about twice the recall on attacks written by
-    people the detector never saw, at ~18 ms for a 100-token prompt on two cores, paid by the prompts the n-gram
-    model scores at 0.2 or more (every prompt, without the n-gram model; docs/benchmarks.md). False: rules and n-gram
-    model alone."""
+    """Judge every prompt with the shipped encoder (guardrails/injection/encoder/: a small pretrained transformer
+    fine-tuned here, numpy on the CPU), the rules counting only where they read what it cannot (decoded payloads,
+    leetspeak, look-alike letters, adversarial suffixes, many-shot transcripts). It catches three times the attacks
+    of the rules and the n-gram model on writers the detector never saw, at ~20 ms for a 100-token prompt on two
+    cores (docs/benchmarks.md). False: the rules and the n-gram model alone, ~0.4 ms."""
     injection_model_path: Path | None = None
     """A local transformers sequence-classification folder; its injection probability is combined with the rules."""
     injection_model_label: Annotated[int, Field(ge=0)] = 1

