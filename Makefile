@@ -45,7 +45,7 @@ run: install
 	$(VENV)/bin/sluicegate up
 
 test: install $(VENV)/.ner-lists $(VENV)/.encoder-base browser
-	$(PY) -m pytest -q -x -p no:cacheprovider
+	$(PY) -m pytest -q -x -p no:cacheprovider --durations=30
 
 clean:
 	rm -rf $(VENV) .sluicegate

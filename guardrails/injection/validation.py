@@ -23,7 +23,8 @@ SYNTHETIC_PREFIX = "synthetic_"  # the sources generated here (synthetic*.py), n
 MIN_ROWS_PER_LANG = 5
 # Candidate thresholds, evenly spaced in log-odds (0.05 apart: each step moves the odds by 5%), from 0.047 to 0.9991.
 # A grid even in probability is fine at 0.5 and coarse near 1, where a detector's benign scores bunch: one step of
-# 0.005 there (0.985 -> 0.99) halves the odds and moved recall on unseen writers by four points (docs/benchmarks.md).
+# 0.005 there (0.985 -> 0.99) raises the odds by half and moved recall on unseen writers by four points
+# (docs/benchmarks.md).
 THRESHOLD_GRID = 1.0 / (1.0 + np.exp(-np.arange(-3.0, 7.0, 0.05)))
 
 
