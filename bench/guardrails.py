@@ -18,8 +18,8 @@ Measured in one run, on the same generated data:
                  precision / recall / FPR on the deepset set (both trained or tuned on it: not held out), on crafted
                  attacks with obfuscations and on benign look-alikes with trigger words built here; recall / FPR
                  on the red-team sets written for the project (dataset.load_redteam; the encoder trained on
-                 writers a-d and j-z, e and f picked its threshold, nothing trains on g-i), with and without the
-                 encoder; latency per ~100-token prompt
+                 writers a-d, j-z, aa, ab, ad and ae, e and f picked its threshold, nothing trains on g-i, ac and
+                 af), with and without the encoder; latency per ~100-token prompt
 """
 
 from __future__ import annotations
@@ -451,13 +451,13 @@ def injection_bench(detector, rng: random.Random, quick: bool) -> dict:
     return result
 
 
-HELD_OUT_REDTEAM = "held out (g-i)"
+HELD_OUT_REDTEAM = "held out (g-i, ac, af)"
 
 
 def redteam_scores(detector, quick: bool, teams: tuple[str, ...] | None = None) -> dict[str, dict[str, float]]:
-    """Per red-team source, and pooled over the writers nothing trains on (g-i; the encoder trained on a-d and j-z),
-    the detector's recall and false-positive rate at the default threshold, by language too. `teams`: only those
-    writers (None: all)."""
+    """Per red-team source, and pooled over the writers nothing trains on (dataset.HELD_OUT_TEAMS), the detector's
+    recall and false-positive rate at the default threshold, by language too. `teams`: only those writers (None:
+    all)."""
     from guardrails.injection.dataset import HELD_OUT_TEAMS, load_redteam
 
     rows = load_redteam(teams=teams)
@@ -584,8 +584,8 @@ def print_report(report: dict) -> None:
         if key not in inj:
             continue
         print(
-            f"\nPrompt injection, {title}, on the red-team sets (default threshold; the encoder trained on a-d "
-            "and j-z, e and f set its threshold, nothing on g-i)"
+            f"\nPrompt injection, {title}, on the red-team sets (default threshold; the encoder trained on a-d, "
+            "j-z, aa, ab, ad and ae, e and f set its threshold, nothing on g-i, ac and af)"
         )
         for name, row in inj[key].items():
             by_lang = "  ".join(

@@ -66,12 +66,13 @@ def load_copied(data_dir: Path = DATA_DIR) -> list[Sample]:
 
 
 REDTEAM_DIR = DATA_DIR / "redteam"
-# The red-team writers (data/README.md). The encoder's training script (encoder/train.py) reads a-f and j-z: it
-# fits on all but its validation writers (e, f), whose benign prompts pick its threshold. A pretrained transformer
-# learns from other writers what n-grams do not (the n-gram model trains on none of them). g-i were written for
-# evaluation alone: nothing trains on them.
-ENCODER_TRAIN_TEAMS = tuple("abcdefjklmnopqrstuvwxyz")
-HELD_OUT_TEAMS = ("g", "h", "i")
+# The red-team writers (data/README.md). The encoder's training script (encoder/train.py) reads a-f, j-z and aa, ab,
+# ad, ae: it fits on all but its validation writers (e, f), whose benign prompts pick its threshold. A pretrained
+# transformer learns from other writers what n-grams do not (the n-gram model trains on none of them). g-i were
+# written for evaluation alone; ac and af, written in the same session as aa, ab, ad and ae, are held out too, so the
+# estimate rests on five writers (the encoder trained on a-z caught 0.79 of g-i's attacks but 0.63 of aa-af's).
+ENCODER_TRAIN_TEAMS = (*"abcdefjklmnopqrstuvwxyz", "aa", "ab", "ad", "ae")
+HELD_OUT_TEAMS = ("g", "h", "i", "ac", "af")
 
 
 def load_redteam(data_dir: Path = REDTEAM_DIR, teams: tuple[str, ...] | None = None) -> list[Sample]:

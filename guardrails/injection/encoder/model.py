@@ -4,7 +4,7 @@
 Loaded once per process (`shipped_encoder`, 20 MB on disk, ~60 MB in memory, ~0.3 s); numpy and the
 `tokenizers` library only. A prompt longer than MAX_TOKENS is read as its head and its tail, as in training: an
 injection sits at the start or the end of a pasted document far more often than in its middle, and the cost of the
-forward pass grows with every token (~18 ms for 100 tokens on one 2-core CPU).
+forward pass grows with every token (~20 ms for 100 tokens on one 2-core CPU).
 """
 
 from __future__ import annotations
