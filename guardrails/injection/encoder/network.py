@@ -18,14 +18,13 @@ LAYER_NORM_EPS = 1e-12
 _SQRT_TWO_OVER_PI = math.sqrt(2.0 / math.pi)
 # Per-layer linear maps, in the export's naming: query, key, value, attention output, feed-forward in, out.
 LINEARS = ("query", "key", "value", "attn_out", "ffn_in", "ffn_out")
-# In memory query, key and value are one [hidden, 3 * hidden] map: one matrix product instead of three.
+# In memory query, key and value are one [hidden, 3 * hidden] map, "qkv": one matrix product instead of three.
 _ATTENTION_INPUTS = ("query", "key", "value")
-_MEMORY_LINEARS = ("qkv", "attn_out", "ffn_in", "ffn_out")
 
 
 @dataclass(frozen=True)
 class Layer:
-    weights: dict[str, np.ndarray]  # _MEMORY_LINEARS name -> float32 [in, out]
+    weights: dict[str, np.ndarray]  # "qkv", "attn_out", "ffn_in", "ffn_out" -> float32 [in, out]
     biases: dict[str, np.ndarray]  # name -> float32 [out]
     attn_norm: tuple[np.ndarray, np.ndarray]  # (gain, bias)
     ffn_norm: tuple[np.ndarray, np.ndarray]

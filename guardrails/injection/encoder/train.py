@@ -44,7 +44,7 @@ from guardrails.injection.train import recorded_sample
 
 BASE_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"  # model.safetensors
 # Of 6, the bottom layers that keep their pretrained weights (and run once, before training). Fewer frozen layers
-# generalized better to writers no fit saw (2026-12-07, trained on a-z, scored on aa, ab, ad, ae at each fit's
+# generalized better to writers no fit saw (2026-12-07, trained on a-d and j-z, scored on aa, ab, ad, ae at each fit's
 # threshold: 3 frozen 0.651 recall at FPR 0.041, 2 frozen 0.718 at 0.040, 1 frozen 0.736 at 0.033; on e and f
 # 0.883, 0.895, 0.919 at 0.029). No fit with 0 frozen was tried.
 FROZEN_LAYERS = 1
