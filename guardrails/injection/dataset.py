@@ -70,7 +70,7 @@ REDTEAM_DIR = DATA_DIR / "redteam"
 # ad, ae: it fits on all but its validation writers (e, f), whose benign prompts pick its threshold. A pretrained
 # transformer learns from other writers what n-grams do not (the n-gram model trains on none of them). g-i were
 # written for evaluation alone; ac and af, written in the same session as aa, ab, ad and ae, are held out too, so the
-# estimate rests on five writers (the encoder trained on a-z caught 0.79 of g-i's attacks but 0.63 of aa-af's).
+# estimate rests on five writers (the encoder of 2026-12-07 01:30 caught 0.79 of g-i's attacks, 0.63 of aa-af's).
 ENCODER_TRAIN_TEAMS = (*"abcdefjklmnopqrstuvwxyz", "aa", "ab", "ad", "ae")
 HELD_OUT_TEAMS = ("g", "h", "i", "ac", "af")
 
