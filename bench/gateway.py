@@ -9,6 +9,10 @@ Columns, all measured in one run against the same upstream:
              (redis+cluster://), reported as a ratio to the single-node column
   litellm    LiteLLM's proxy with a Redis-backed TPM/RPM limit, installed into its own venv (skipped with a
              message when it cannot be installed)
+  sg-inject  with --guardrails: our gateway with the prompt-injection check (`injection_action: block`, the shipped
+             encoder), scored before the request goes upstream
+  sg-along   the same gateway and check with `injection_alongside: true`: scored while the request goes upstream
+             (--upstream-ms gives the upstream a time to first byte, as a replica's queue and prefill would)
 
 Rows: RPS at saturation (closed loop, 64 connections), added latency p50/p99 at a fixed low rate (open loop, the
 columns taking turns request by request, so that "added" compares latencies from the same seconds), streaming
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import shutil
@@ -33,13 +38,27 @@ from pathlib import Path
 
 from sluicegate.sse import encode_event
 
-PROMPT_WORDS = (
-    "the quick brown fox jumps over the lazy dog while a careful engineer measures latency and "
-    "throughput of the gateway under a steady load of small chat requests"
-).split()
+# Ordinary requests of ~24 words, in turn, behind a serial number no other request of the run has: the guardrails
+# cache a text's scores, and a repeated prompt would cost them nothing. Sentences, not words rotated from one: the
+# injection encoder read word salad as suspect, and a benchmark of allowed traffic must be allowed.
+_SERIALS = itertools.count()
+PROMPTS = (
+    "Summarise the attached meeting notes in three short bullet points for the team, keeping the decisions and the "
+    "owners of each action.",
+    "Write a friendly reply to a customer who asks whether our delivery to Lyon can arrive before Friday afternoon.",
+    "Explain in plain words how a hash map handles collisions, with a small example in Python for a new engineer.",
+    "Translate this sentence into German for our product page: the kettle boils a litre of water in two minutes.",
+    "Suggest five names for a neighbourhood bakery that sells sourdough bread and coffee, and say why each one works.",
+    "Give me a packing list for a three day hiking trip in the mountains in early autumn with cold nights expected.",
+)
 LITELLM_VENV = Path(".sluicegate/bench/litellm-venv")
 API_KEY = "sk-sg-bench-key"
 MASTER_KEY = "sk-litellm-bench"
+GUARDRAIL_POLICIES = {
+    "sg-inject": {"injection_action": "block"},
+    "sg-along": {"injection_action": "block", "injection_alongside": True},
+}
+GUARDRAIL_KEYS = {"sg-inject": "sk-sg-bench-inject", "sg-along": "sk-sg-bench-along"}
 
 
 # ---- the fake upstream: raw asyncio HTTP/1.1, as cheap as an upstream can be ------------------------------------
@@ -95,6 +114,8 @@ def _canned(stream: bool, num_chunks: int) -> bytes:
 class _UpstreamProtocol(asyncio.Protocol):
     plain = _canned(False, 8)
     sse = _canned(True, 8)
+    delay_s = 0.0
+    """Time to first byte: what a replica's queue and prefill would take (--upstream-ms)."""
 
     def connection_made(self, transport):
         self.transport, self.buf = transport, b""
@@ -120,14 +141,25 @@ class _UpstreamProtocol(asyncio.Protocol):
                     b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d"
                     b"\r\n\r\n%s" % (len(payload), payload)
                 )
-            elif b'"stream": true' in body or b'"stream":true' in body:
-                self.transport.write(self.sse)
             else:
-                self.transport.write(self.plain)
+                streamed = b'"stream": true' in body or b'"stream":true' in body
+                self._answer(self.sse if streamed else self.plain)
+
+    def _answer(self, payload: bytes) -> None:
+        if self.delay_s:
+            asyncio.get_running_loop().call_later(self.delay_s, self._write, payload)
+        else:
+            self.transport.write(payload)
+
+    def _write(self, payload: bytes) -> None:
+        if not self.transport.is_closing():
+            self.transport.write(payload)
 
 
-def _serve_upstream(port: int) -> None:
+def _serve_upstream(port: int, delay_ms: float) -> None:
     import uvloop
+
+    _UpstreamProtocol.delay_s = delay_ms / 1000
 
     async def run():
         server = await asyncio.get_running_loop().create_server(_UpstreamProtocol, "127.0.0.1", port, backlog=4096)
@@ -170,7 +202,6 @@ def _serve_bare(port: int, upstream: str) -> None:
 
 # ---- load generation ----------------------------------------------------------------------------------------
 def _body(i: int, stream: bool) -> bytes:
-    words = [PROMPT_WORDS[(i + j) % len(PROMPT_WORDS)] for j in range(24)]
     return json.dumps(
         {
             "model": "bench",
@@ -178,7 +209,7 @@ def _body(i: int, stream: bool) -> bytes:
             "stream": stream,
             "messages": [
                 {"role": "system", "content": "You are a helpful assistant."},
-                {"role": "user", "content": f"request {i}: " + " ".join(words)},
+                {"role": "user", "content": f"request {next(_SERIALS)}: {PROMPTS[i % len(PROMPTS)]}"},
             ],
         }
     ).encode()
@@ -366,37 +397,32 @@ def _pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(len(values) * q / 100))] * 1000
 
 
-def _gateway_config(tmp: Path, upstream: str, redis_url: str, tokenizer: str, overlap: bool = True) -> Path:
+def _gateway_config(
+    tmp: Path, upstream: str, redis_url: str, tokenizer: str, overlap: bool = True, guardrails: bool = False
+) -> Path:
+    """One tenant ("bench", key API_KEY, no guardrails), or with `guardrails` one per GUARDRAIL_KEYS policy."""
     import yaml
 
-    tenants = tmp / "tenants.yaml"
-    tenants.write_text(
-        yaml.safe_dump(
-            {
-                "tenants": [
-                    {
-                        "id": "bench",
-                        "rpm": 10_000_000,
-                        "input_tpm": 10**10,
-                        "output_tpm": 10**10,
-                        "max_concurrent": 100_000,
-                        "keys": [{"name": "bench", "key": API_KEY}],
-                    }
-                ]
-            }
-        )
-    )
+    unlimited = {"rpm": 10_000_000, "input_tpm": 10**10, "output_tpm": 10**10, "max_concurrent": 100_000}
+    if guardrails:
+        tenants = [
+            {"id": policy, "guardrails": policy, **unlimited, "keys": [{"name": policy, "key": key}]}
+            for policy, key in GUARDRAIL_KEYS.items()
+        ]
+    else:
+        tenants = [{"id": "bench", **unlimited, "keys": [{"name": "bench", "key": API_KEY}]}]
+    seed = tmp / "tenants.yaml"
+    seed.write_text(yaml.safe_dump({"tenants": tenants}))
     config = tmp / "gateway.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "tenants_seed": str(tenants),
-                "redis": {"url": redis_url, "key_prefix": "sgbench:", "socket_timeout_s": 0.5},
-                "models": {"bench": {"tokenizer": tokenizer, "replicas": [upstream]}},
-                "admission_overlap": overlap,
-            }
-        )
-    )
+    settings = {
+        "tenants_seed": str(seed),
+        "redis": {"url": redis_url, "key_prefix": "sgbench:", "socket_timeout_s": 0.5},
+        "models": {"bench": {"tokenizer": tokenizer, "replicas": [upstream]}},
+        "admission_overlap": overlap,
+    }
+    if guardrails:
+        settings["guardrails"] = {"policies": GUARDRAIL_POLICIES}
+    config.write_text(yaml.safe_dump(settings))
     return config
 
 
@@ -488,6 +514,30 @@ def _start_cluster(tmp: Path, core: int, procs: list[subprocess.Popen]) -> str:
     return "redis+cluster://" + ",".join(addresses)
 
 
+def _guardrail_columns(tmp: Path, upstream: str, redis_url: str, tokenizer: str, args) -> list[dict]:
+    """sg-inject and sg-along: one gateway, a tenant per policy; their latencies taken in turns with a fresh direct
+    floor."""
+    folder = tmp / "sg-guardrails"
+    folder.mkdir()
+    config = _gateway_config(folder, upstream, redis_url, tokenizer, args.admission_overlap == "on", guardrails=True)
+    port = _free_port()
+    gw = _spawn(
+        [sys.executable, "-m", "sluicegate.cli", "gateway", "--config", str(config), "--port", str(port)],
+        0,
+        log=tmp / "gateway-guardrails.log",
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        keys = {name: {"authorization": f"Bearer {key}"} for name, key in GUARDRAIL_KEYS.items()}
+        _wait_http(url + "/v1/models", 120, gw, keys["sg-inject"])
+        columns = [_saturation(name, url, auth, gw, args) for name, auth in keys.items()]
+        floor = {"name": "direct", "rps": 0.0, "errors": 0}
+        _latency([(floor, upstream, {}), *((column, url, keys[column["name"]]) for column in columns)], args)
+        return columns
+    finally:
+        _stop(gw)
+
+
 def _table(results: list[dict]) -> str:
     rows = [
         ("RPS at saturation", "rps", "{:.0f}"),
@@ -527,7 +577,8 @@ def run(args) -> dict:
         up_port, bare_port, gw_port, redis_port = (_free_port() for _ in range(4))
         upstream = f"http://127.0.0.1:{up_port}"
         load_cores = sorted(os.sched_getaffinity(0) - {0}) or [0]
-        procs.append(_spawn([sys.executable, "-m", "bench.gateway", "--serve-upstream", str(up_port)], load_cores[0]))
+        serve_upstream = ["--serve-upstream", str(up_port), "--upstream-ms", str(args.upstream_ms)]
+        procs.append(_spawn([sys.executable, "-m", "bench.gateway", *serve_upstream], load_cores[0]))
         if shutil.which("redis-server") is None:
             raise RuntimeError("redis-server is not installed; the benchmark runs its own")
         procs.append(
@@ -561,6 +612,9 @@ def run(args) -> dict:
         results += [direct, bare_result, ours]
         _stop(bare)
         _stop(gw)
+
+        if args.guardrails:
+            results += _guardrail_columns(tmp, upstream, f"redis://127.0.0.1:{redis_port}/0", tokenizer, args)
 
         if args.redis_cluster:
             cluster_url = _start_cluster(tmp, load_cores[0], procs)
@@ -659,11 +713,19 @@ def main(argv: list[str] | None = None) -> int:
         help="the gateway's admission_overlap setting (off: every request admitted before it is sent)",
     )
     parser.add_argument("--tokenizer", help="tokenizer folder to count with (default: a tiny model made offline)")
+    parser.add_argument(
+        "--guardrails",
+        action="store_true",
+        help="add two columns: the injection check (shipped encoder) before the upstream request, and alongside it",
+    )
+    parser.add_argument(
+        "--upstream-ms", type=float, default=0.0, help="the fake upstream's time to first byte (default: none)"
+    )
     parser.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--serve-bare", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_upstream:
-        _serve_upstream(args.serve_upstream)
+        _serve_upstream(args.serve_upstream, args.upstream_ms)
         return 0
     if args.serve_bare:
         _serve_bare(int(args.serve_bare[0]), args.serve_bare[1])

@@ -91,9 +91,12 @@ class Guardrails:
         segments = [Segment(text, i, flag) for i, (text, flag) in enumerate(zip(texts, flags, strict=True))]
         return self.check_segments(segments, policy, tenant)
 
-    def check_segments(self, segments: Sequence[Segment], policy: GuardrailPolicy, tenant: str = "") -> InputVerdict:
+    def check_segments(
+        self, segments: Sequence[Segment], policy: GuardrailPolicy, tenant: str = "", injection: bool = True
+    ) -> InputVerdict:
         """The checks over a request's fields (guardrails/request_fields.py), scanned as the model reads them:
-        joined and normalized once (guardrails/prompt_view.py). `verdict.texts[i]` is segment i, redacted."""
+        joined and normalized once (guardrails/prompt_view.py). `verdict.texts[i]` is segment i, redacted.
+        `injection` False: PII only (the policy's injection check runs apart, in check_injection)."""
         started_s = time.perf_counter()
         self.check_policy(policy)
         texts = [segment.text for segment in segments]
@@ -103,12 +106,30 @@ class Guardrails:
                 if policy.pii_action != "off" and any(texts)
                 else tuple(() for _ in segments)
             )
-            score, rules = self._injection([s.text for s in segments if s.untrusted], policy)
+            score, rules = (
+                self._injection([s.text for s in segments if s.untrusted], policy) if injection else (0.0, ())
+            )
             unredactable = any(found and not s.redactable for s, found in zip(segments, findings, strict=True))
             verdict = self._decide(texts, policy, findings, score, rules, unredactable)
             span.set_attribute("guardrails.action", verdict.action)
             span.set_attribute("guardrails.injection_score", verdict.injection_score)
             span.set_attribute("guardrails.entities", sorted(verdict.entity_counts()))
+            self._count(verdict, policy, tenant)
+        if self.metrics is not None:
+            self.metrics.check_seconds.observe(time.perf_counter() - started_s)
+        return verdict
+
+    def check_injection(self, segments: Sequence[Segment], policy: GuardrailPolicy, tenant: str = "") -> InputVerdict:
+        """The policy's injection check alone, for a policy that runs it alongside the upstream request
+        (`injection_alongside`; check_segments(injection=False) does the rest): allow, detect or block, the texts
+        unchanged."""
+        started_s = time.perf_counter()
+        texts = [segment.text for segment in segments]
+        with _TRACER.start_as_current_span("guardrails.check_injection") as span:
+            score, rules = self._injection([s.text for s in segments if s.untrusted], policy)
+            verdict = self._decide(texts, policy, tuple(() for _ in segments), score, rules)
+            span.set_attribute("guardrails.action", verdict.action)
+            span.set_attribute("guardrails.injection_score", verdict.injection_score)
             self._count(verdict, policy, tenant)
         if self.metrics is not None:
             self.metrics.check_seconds.observe(time.perf_counter() - started_s)

@@ -15,7 +15,9 @@ It matches that protocol structurally, so guardrails/ never imports gateway/. Wi
   names, tool-call arguments, tool descriptions and schemas, `user`, `stop`, completion prompts and `suffix`) is
   checked for PII as the model reads it, joined and normalized (prompt_view.py); injection is scored on user and
   tool messages (and on completion prompts) only. Token-id prompts carry no text and pass unchecked. Redaction
-  writes the redacted strings back into a copy of the body; PII in an identifier (a function name) blocks.
+  writes the redacted strings back into a copy of the body; PII in an identifier (a function name) blocks. A policy
+  with `injection_alongside` has its injection check started by `check_alongside` instead, on the same fields, and
+  the gateway holds the answer until it passes (check_input then does PII alone).
 - Output: a non-streamed body has each choice's `message.content` / `text` redacted, and its `logprobs` alike
   (logprobs.py), and each tool call's `arguments`; a stream goes through SseRedactor, one StreamRedactor (and
   StreamLogprobs) per choice index, and one per streamed tool call's `arguments`. The
@@ -33,6 +35,7 @@ import asyncio
 import copy
 import json
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
 from guardrails.errors import GuardrailBlocked, GuardrailConfigError, OutputBlocked
@@ -43,9 +46,13 @@ from sluicegate.sse import DONE_DATA, encode_event, event_data, replace_data, sp
 
 if TYPE_CHECKING:
     from guardrails.engine import Guardrails
+    from guardrails.prompt_view import Segment
     from guardrails.stream import StreamRedactor
 
 OFF = "off"
+# The actions a request's input checks have counted, when its injection check runs alongside (check_alongside sets
+# it; the check's task inherits the request's context, and check_input runs in it).
+_COUNTED: ContextVar[set[str] | None] = ContextVar("guardrail_actions_counted", default=None)
 
 
 class TenantLike(Protocol):
@@ -69,6 +76,8 @@ class GuardrailHooks:
         self.policies = policies
         self.on_block = on_block or (lambda blocked: blocked)
         self.on_unknown_policy = on_unknown_policy or self._undefined
+        self._detecting: set[asyncio.Task[None]] = set()
+        """Injection checks of `detect` policies run alongside, which nothing waits for."""
 
     def _undefined(self, name: str) -> GuardrailConfigError:
         return GuardrailConfigError(f"guardrail policy {name!r} is not defined; defined: {sorted(self.policies)}")
@@ -89,14 +98,19 @@ class GuardrailHooks:
         policy = self.policy_for(tenant)
         if policy is None or not policy.checks_input:
             return body
+        injection = not policy.injection_alongside  # else check_alongside scores it
+        if not injection and policy.pii_action == "off":
+            return body
         fields = request_fields(route_kind, body)
         if not fields:
             return body
         verdict = await asyncio.to_thread(
-            self.guardrails.check_segments, [segment for segment, _ in fields], policy, tenant.id
+            self.guardrails.check_segments, [segment for segment, _ in fields], policy, tenant.id, injection
         )
-        if verdict.action != "allow":
+        if verdict.action != "allow" and injection:
             self._count_request(f"input_{verdict.action}")
+        elif verdict.action != "allow":
+            self._count_once(f"input_{verdict.action}")
         if verdict.blocked:
             entities = tuple(sorted(verdict.entity_counts())) if verdict.blocked_reason == "pii" else ()
             raise self.on_block(GuardrailBlocked(verdict.blocked_reason or "policy", entities))
@@ -107,6 +121,43 @@ class GuardrailHooks:
             if text != segment.text:
                 _set_path(redacted, path, text)
         return redacted
+
+    def check_alongside(self, tenant: TenantLike, route_kind: str, body: dict) -> asyncio.Task[None] | None:
+        """A policy with `injection_alongside`: its injection check, started now on the body as the client sent it
+        (the fields check_input scores, before any redaction). `block`: the task to wait for, which raises `on_block`
+        for an injection; `detect` can refuse nothing, so nothing waits for it (None; it is counted when done)."""
+        policy = self.policy_for(tenant)
+        if policy is None or policy.injection_action == "off" or not policy.injection_alongside:
+            return None
+        fields = request_fields(route_kind, body)
+        if not fields:
+            return None
+        _COUNTED.set(set())  # this request's; the task below and check_input share it (one context)
+        task = asyncio.get_running_loop().create_task(
+            self._injection([segment for segment, _ in fields], policy, tenant.id)
+        )
+        if policy.injection_action == "block":
+            return task
+        self._detecting.add(task)  # a strong reference until it ends (the loop keeps only weak ones)
+        task.add_done_callback(self._detecting.discard)
+        return None
+
+    async def _injection(self, segments: list[Segment], policy: GuardrailPolicy, tenant_id: str) -> None:
+        verdict = await asyncio.to_thread(self.guardrails.check_injection, segments, policy, tenant_id)
+        if verdict.action != "allow":
+            self._count_once(f"input_{verdict.action}")
+        if verdict.blocked:
+            raise self.on_block(GuardrailBlocked(verdict.blocked_reason or "prompt_injection", ()))
+
+    def _count_once(self, action: str) -> None:
+        """A request's input checks run apart when its injection check runs alongside: it counts once per action
+        (sluicegate_guardrail_actions_total), a detect by both checks once."""
+        counted = _COUNTED.get()
+        if counted is not None:
+            if action in counted:
+                return
+            counted.add(action)
+        self._count_request(action)
 
     async def check_output(self, tenant: TenantLike, route_kind: str, response_body: bytes) -> bytes:
         policy = self.policy_for(tenant)

@@ -24,7 +24,7 @@ class GuardrailMetrics:
         )
         self.check_seconds = Histogram(
             "sluicegate_guardrail_check_seconds",
-            "CPU time of one input guardrail check (PII and injection)",
+            "CPU time of one input guardrail check (PII and injection; two checks when injection runs alongside)",
             buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25),
             registry=registry,
         )

@@ -4,7 +4,7 @@ One trace spans both processes: the gateway injects a W3C `traceparent` header i
 engine continues the trace from it.
 
     gateway.request                              (server span, parent: the client's traceparent if it sent one)
-      auth, guardrails.input, tokenize, admission, route, upstream, stream
+      auth, guardrails.input, tokenize, admission, [guardrails.alongside], route, upstream, stream
                          --- traceparent --->    engine.request (server span)
                                                    queue, prefill, decode
 
@@ -43,7 +43,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # Span names, so the gateway, the engine, the docs and the Grafana/Jaeger views agree.
 GATEWAY_REQUEST = "gateway.request"
-GATEWAY_STAGES = ("auth", "guardrails.input", "tokenize", "admission", "route", "upstream", "stream")
+GATEWAY_STAGES = (
+    "auth",
+    "guardrails.input",
+    "tokenize",
+    "admission",
+    "guardrails.alongside",
+    "route",
+    "upstream",
+    "stream",
+)
 ENGINE_REQUEST = "engine.request"
 ENGINE_STAGES = ("queue", "prefill", "decode")
 

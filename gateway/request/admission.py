@@ -1,6 +1,6 @@
 """Steps 1-5 of the request path as one component: auth, the cheap pre-check (precheck.py), input guardrails
 (`prepare`), then tokenize and the store's admission, overlapped with the upstream request when the key has ample
-headroom (`admit`, overlap.py).
+headroom (`admit`, overlap.py), and the input checks a policy runs alongside the upstream request (`cleared`).
 
 Everything before the admission script is in-process; the script is the request's one Redis round trip before
 routing. When the overlap gate lets a request go early, its upstream attempt opens in the background while the script
@@ -94,6 +94,9 @@ class AdmissionControl:
         # From here an answer counts under the tenant and model: the pre-check's 429s and guardrail blocks too.
         ctx.phase = RequestPhase.AUTHED
         self._precheck(key, tenant)
+        # First, on the body as the client sent it (check_input may hand back a redacted copy), and outside the
+        # guardrails.input span, which ends long before this check does.
+        ctx.alongside = p.hooks.check_alongside(tenant, parsed.kind, parsed.body)
         with stage("guardrails.input"):
             parsed.body = await p.hooks.check_input(tenant, parsed.kind, parsed.body)
 
@@ -122,6 +125,22 @@ class AdmissionControl:
             await attempt.restart()
             return
         p.metrics.overlapped.inc()
+
+    async def cleared(self, ctx: RequestContext, attempt: UpstreamAttempt) -> None:
+        """Step 5b, for a request whose input checks run alongside it (hooks.check_alongside): it goes upstream now,
+        if the overlap gate has not already sent it, and waits for them. A refusal cancels it there (its connection
+        closed, nothing charged) and is raised; nothing of its answer has reached the client."""
+        checks = ctx.alongside
+        if checks is None:
+            return
+        if not attempt.started and not checks.done():  # one that ended already: a refusal sends nothing
+            attempt.start(ctx)
+        try:
+            with stage("guardrails.alongside"):
+                await checks
+        except BaseException:
+            await attempt.abandon()
+            raise
 
     async def _tokenize(self, ctx: RequestContext) -> None:
         """Step 4: the exact prompt token count (and the ids routing hashes)."""

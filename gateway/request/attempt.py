@@ -3,8 +3,9 @@ replica in turn before the first byte (a request is refused only when none can t
 what it holds: the connection (back to the pool, or closed, which cancels the upstream's work) and the route (the
 router's load and health bookkeeping).
 
-An attempt may be opened in the background while admission runs (overlap.py): `start` begins it, `opened` waits for
-it, and `abandon` cancels it when the admission refuses; nothing of its response reaches the client before then.
+An attempt may be opened in the background while admission runs (overlap.py) or while input checks run alongside it
+(admission.py, `cleared`): `start` begins it, `opened` waits for it, and `abandon` cancels it when the admission or a
+check refuses; nothing of its response reaches the client before then.
 
 A request of a disaggregated model (docs/architecture.md, "Disaggregated prefill and decode") first takes its prefill
 hop (prefill.py) and then routes as its decode hop, with the prefill's handoff for a decode replica; everything after
@@ -88,8 +89,12 @@ class UpstreamAttempt:
         """The gateway ended a healthy stream itself (an output block): the upstream's work is cancelled."""
 
     def start(self, ctx: RequestContext) -> None:
-        """Open in the background, before the admission has answered."""
+        """Open in the background, before the admission or the input checks have answered."""
         self._opening = asyncio.get_running_loop().create_task(self._open(ctx))
+
+    @property
+    def started(self) -> bool:
+        return self._opening is not None
 
     async def opened(self, ctx: RequestContext) -> None:
         """The request is sent and the replica answered 2xx (ApiError otherwise)."""
@@ -97,7 +102,8 @@ class UpstreamAttempt:
         ctx.phase = RequestPhase.ROUTED
 
     async def abandon(self) -> None:
-        """The admission refused an overlapped request: cancel it, the replica not blamed."""
+        """The admission (or an input check that ran alongside) refused an overlapped request: cancel it, the replica
+        not blamed, the tenant not charged."""
         # first: however the wait below ends, the replica is not blamed and the tenant not charged for the prompt
         self.outcome, self.accepted = Outcome.NOT_ADMITTED, False
         await self.stop_opening()
@@ -113,7 +119,11 @@ class UpstreamAttempt:
         """Cancel a background open still running and wait for it to unwind (route chosen, connection closed), so
         that whoever reads the attempt next sees its final state; its failure is not what the client hears."""
         opening = self._opening
-        if opening is None or opening.done():
+        if opening is None:
+            return
+        if opening.done():
+            if not opening.cancelled():
+                opening.exception()  # read: a failure nobody will hear of is not "never retrieved"
             return
         opening.cancel()
         try:

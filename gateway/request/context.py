@@ -11,6 +11,7 @@ which is the only place that settles a reservation.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from dataclasses import dataclass, field
 from typing import Any
@@ -106,6 +107,8 @@ class RequestContext:
     """Wall-clock ms at which the in-flight lease ends: lets a replayed settlement tell it already ran."""
     reserved_out: int = field(init=False)
     """The output reservation as this gateway computes it (the store's own answer is admission.reserved_out)."""
+    alongside: asyncio.Task[None] | None = None
+    """The input checks running while the request goes upstream (hooks.check_alongside); None when there are none."""
 
     # Set by admission.admit.
     prompt: Prompt = field(init=False)

@@ -2,6 +2,10 @@
 
 - `check_input` runs after auth and the cheap pre-check, before tokenization and admission: it may return a
   modified body (redaction) or raise ApiError (block).
+- `check_alongside` starts, just before `check_input`, the checks a tenant's policy runs while the request goes
+  upstream (a guardrail policy's `injection_alongside`): the gateway sends the request once it is admitted and
+  releases none of the answer until the returned task ends; if it raises ApiError, the request is cancelled at its
+  replica and the client gets that error instead (admission.py, `cleared`).
 - `check_output` sees a non-streamed response body (bytes in, bytes out).
 - `output_transformer` returns, per request, an object that rewrites the streamed SSE bytes (redaction with a
   bounded hold-back) or None to pass the stream through untouched.
@@ -9,6 +13,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Protocol
 
 from gateway.admin.tenants import Tenant
@@ -29,6 +34,8 @@ class StreamTransformer(Protocol):
 class RequestHooks(Protocol):
     async def check_input(self, tenant: Tenant, route_kind: str, body: JsonObject) -> JsonObject: ...
 
+    def check_alongside(self, tenant: Tenant, route_kind: str, body: JsonObject) -> asyncio.Task[None] | None: ...
+
     async def check_output(self, tenant: Tenant, route_kind: str, response_body: bytes) -> bytes: ...
 
     def output_transformer(self, tenant: Tenant, route_kind: str, body: JsonObject) -> StreamTransformer | None: ...
@@ -39,6 +46,9 @@ class NoHooks:
 
     async def check_input(self, tenant: Tenant, route_kind: str, body: JsonObject) -> JsonObject:
         return body
+
+    def check_alongside(self, tenant: Tenant, route_kind: str, body: JsonObject) -> asyncio.Task[None] | None:
+        return None
 
     async def check_output(self, tenant: Tenant, route_kind: str, response_body: bytes) -> bytes:
         return response_body

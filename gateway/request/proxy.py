@@ -5,6 +5,7 @@ answer is translated back, after the output guardrails.
 Reservation (settlement.py)                     entered first, left last: settles exactly once
   AdmissionControl.prepare (admission.py)       auth, pre-check, input guardrails          -> AUTHED
   AdmissionControl.admit                        tokenize, admission (+ overlapped open)    -> ADMITTED
+  AdmissionControl.cleared                      checks run alongside the open (if any)
   UpstreamAttempt.opened (attempt.py)           route, send, fail over                     -> ROUTED
   relay JSON or SSE (this module, stream.py)    output guardrails, usage                   -> STREAMING
 """
@@ -114,6 +115,7 @@ class CompletionsEndpoint:
             try:
                 await p.admission.prepare(ctx, header(scope, b"authorization"), receive)
                 await p.admission.admit(ctx, attempt)
+                await p.admission.cleared(ctx, attempt)
             except ApiError as error:
                 ctx.delivery.status, ctx.delivery.error_code = error.status, error.code or error.type
                 p.refusals.record(ctx, error, header(scope, b"authorization"))
@@ -121,6 +123,8 @@ class CompletionsEndpoint:
                 return
             except ClientGone:
                 return
+            finally:
+                _drop(ctx.alongside)
             await self._forward(ctx, attempt, task, receive, send)
 
     async def _forward(
@@ -288,3 +292,14 @@ class CompletionsEndpoint:
         if responses is not None:
             tail = responses.feed(tail) + responses.close()
         await send({"type": "http.response.body", "body": tail, "more_body": False})
+
+
+def _drop(checks: asyncio.Task[None] | None) -> None:
+    """Input checks left behind by a refusal that came first (a PII block, a 429): cancelled if still running, their
+    outcome read if not (an unread exception would be logged as never retrieved)."""
+    if checks is None:
+        return
+    if not checks.done():
+        checks.cancel()
+    elif not checks.cancelled():
+        checks.exception()
