@@ -365,11 +365,12 @@ def _saturation(name: str, url: str, headers: dict, proc: subprocess.Popen | Non
     return result
 
 
-def _latency(columns: list[tuple[dict, str, dict]], args) -> None:
+def _latency(columns: list[tuple[dict, str, dict]], args, load: float = 0.5) -> None:
     """The low-load phase for `columns` (result, base URL, headers) together, interleaved; the first is the floor.
-    "Low load": the fixed rate, or half of what the slowest column sustains (requests or streams) if that is lower."""
+    "Low load": the fixed rate, or `load` times what the slowest column sustains (requests or streams) if that is
+    lower."""
     sustained = [min(result["rps"], result["streams_per_s"]) for result, _, _ in columns if result["rps"]]
-    rate = min([args.rate] + [0.5 * r for r in sustained])
+    rate = min([args.rate] + [load * r for r in sustained])
     targets = [(url + "/v1/chat/completions", headers) for _, url, headers in columns]
     plain = asyncio.run(_interleaved(targets, False, rate, args.count))
     streamed = asyncio.run(_interleaved(targets, True, rate, args.count))
@@ -532,7 +533,9 @@ def _guardrail_columns(tmp: Path, upstream: str, redis_url: str, tokenizer: str,
         _wait_http(url + "/v1/models", 120, gw, keys["sg-inject"])
         columns = [_saturation(name, url, auth, gw, args) for name, auth in keys.items()]
         floor = {"name": "direct", "rps": 0.0, "errors": 0}
-        _latency([(floor, upstream, {}), *((column, url, keys[column["name"]]) for column in columns)], args)
+        # Both columns load the one gateway: together a quarter of what it sustains, so queueing stays out of "added".
+        targets = [(column, url, keys[column["name"]]) for column in columns]
+        _latency([(floor, upstream, {}), *targets], args, load=0.25 / len(columns))
         return columns
     finally:
         _stop(gw)

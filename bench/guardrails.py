@@ -451,7 +451,7 @@ def injection_bench(detector, rng: random.Random, quick: bool) -> dict:
     return result
 
 
-HELD_OUT_REDTEAM = "held out (g-i, ac, af)"
+HELD_OUT_REDTEAM = "held out (g-i, ac, af, am, an)"
 
 
 def redteam_scores(detector, quick: bool, teams: tuple[str, ...] | None = None) -> dict[str, dict[str, float]]:
@@ -585,7 +585,7 @@ def print_report(report: dict) -> None:
             continue
         print(
             f"\nPrompt injection, {title}, on the red-team sets (default threshold; the encoder trained on a-d, "
-            "j-z, aa, ab, ad and ae, e and f set its threshold, nothing on g-i, ac and af)"
+            "j-z, aa, ab, ad, ae and ag-aj, e, f, ak and al set its threshold, nothing on g-i, ac, af, am and an)"
         )
         for name, row in inj[key].items():
             by_lang = "  ".join(

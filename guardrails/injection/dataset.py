@@ -66,13 +66,14 @@ def load_copied(data_dir: Path = DATA_DIR) -> list[Sample]:
 
 
 REDTEAM_DIR = DATA_DIR / "redteam"
-# The red-team writers (data/README.md). The encoder's training script (encoder/train.py) reads a-f, j-z and aa, ab,
-# ad, ae: it fits on all but its validation writers (e, f), whose benign prompts pick its threshold. A pretrained
-# transformer learns from other writers what n-grams do not (the n-gram model trains on none of them). g-i were
-# written for evaluation alone; ac and af, written in the same session as aa, ab, ad and ae, are held out too, so the
-# estimate rests on five writers (the encoder of 2026-12-07 01:30 caught 0.79 of g-i's attacks, 0.63 of aa-af's).
-ENCODER_TRAIN_TEAMS = (*"abcdefjklmnopqrstuvwxyz", "aa", "ab", "ad", "ae")
-HELD_OUT_TEAMS = ("g", "h", "i", "ac", "af")
+# The red-team writers (data/README.md). The encoder's training script (encoder/train.py) reads a-f, j-z, aa, ab, ad,
+# ae and ag-al: it fits on all but its validation writers (e, f, ak, al), whose benign prompts pick its threshold. A
+# pretrained transformer learns from other writers what n-grams do not (the n-gram model trains on none of them). g-i
+# were written for evaluation alone; ac and af, then am and an, each pair written in the same session as writers that
+# train, are held out too, so the estimate rests on seven writers (the encoder of 2026-12-07 01:30 caught 0.79 of
+# g-i's attacks, 0.63 of aa-af's).
+ENCODER_TRAIN_TEAMS = (*"abcdefjklmnopqrstuvwxyz", "aa", "ab", "ad", "ae", "ag", "ah", "ai", "aj", "ak", "al")
+HELD_OUT_TEAMS = ("g", "h", "i", "ac", "af", "am", "an")
 
 
 def load_redteam(data_dir: Path = REDTEAM_DIR, teams: tuple[str, ...] | None = None) -> list[Sample]:

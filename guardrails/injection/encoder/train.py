@@ -15,7 +15,7 @@ most 3% of their benign prompts. That fit is the one shipped. Why not refit on e
 the refit is another model, for which the threshold's false-positive rate was never measured (2026-12-06, on writers
 g-i: refit 0.518 recall at FPR 0.022, the validated fit 0.522 at 0.023; docs/benchmarks.md). `--validate-teams ""`
 fits on everything at threshold 0.5. Export: int8 weights (network.py), the tokenizer and report.json (threshold,
-validation table, the recorded scores of a fixed sample, which tests reproduce). About 17 minutes on 2 CPU cores.
+validation table, the recorded scores of a fixed sample, which tests reproduce). About 25 minutes on 2 CPU cores.
 Deterministic for a seed on one machine (torch's CPU kernels are).
 """
 
@@ -43,16 +43,17 @@ from guardrails.injection.normalize import normalize
 from guardrails.injection.train import recorded_sample
 
 BASE_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"  # model.safetensors
-# Of 6, the bottom layers that keep their pretrained weights (and run once, before training). Fewer frozen layers
-# generalized better to writers no fit saw (2026-12-07, trained on a-d and j-z, scored on aa, ab, ad, ae at each fit's
-# threshold: 3 frozen 0.651 recall at FPR 0.041, 2 frozen 0.718 at 0.040, 1 frozen 0.736 at 0.033; on e and f
-# 0.883, 0.895, 0.919 at 0.029). No fit with 0 frozen was tried.
-FROZEN_LAYERS = 1
+# Of 6, the bottom layers that keep their pretrained weights (and run once, before training; the embeddings always
+# do). Fewer frozen layers generalized better to writers no fit saw (2026-12-07, trained on a-d and j-z, scored on aa,
+# ab, ad, ae at each fit's threshold: 3 frozen 0.651 recall at FPR 0.041, 2 frozen 0.718 at 0.040, 1 frozen 0.736 at
+# 0.033, 0 frozen 0.771 at 0.026), and on the four validation writers, trained on everything else, 0 frozen beat 1
+# (0.941 against 0.916 recall at FPR 0.030; docs/benchmarks.md).
+FROZEN_LAYERS = 0
 BATCH = 32
 LEARNING_RATE = 5e-5
 WARMUP_STEPS = 50
 EPOCHS = 3
-VALIDATE_TEAMS = ("e", "f")
+VALIDATE_TEAMS = ("e", "f", "ak", "al")
 RECORDED_PER_CLASS = 8
 RECORDED_MAX_CHARS = 600
 
