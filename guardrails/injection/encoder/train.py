@@ -15,7 +15,8 @@ most 3% of their benign prompts. That fit is the one shipped. Why not refit on e
 the refit is another model, for which the threshold's false-positive rate was never measured (2026-12-06, on writers
 g-i: refit 0.518 recall at FPR 0.022, the validated fit 0.522 at 0.023; docs/benchmarks.md). `--validate-teams ""`
 fits on everything at threshold 0.5. Export: int8 weights (network.py), the tokenizer and report.json (threshold,
-validation table, the recorded scores of a fixed sample, which tests reproduce). About 25 minutes on 2 CPU cores.
+validation table, the recorded scores of a fixed sample, which tests reproduce). Tens of minutes on 2 CPU cores (17 on
+an Intel Xeon with one layer frozen; 85 on one thread of an AMD EPYC with none, beside a second fit).
 Deterministic for a seed on one machine (torch's CPU kernels are).
 """
 
