@@ -40,7 +40,9 @@ def test_pii_redacted_before_upstream(served):
     gateway, upstream, key = served
     client = openai.OpenAI(base_url=gateway.url + "/v1", api_key=key, max_retries=0)
     client.chat.completions.create(
-        model="fake", messages=[{"role": "user", "content": "mail jane.doe@example.com about it"}], max_tokens=4
+        model="fake",
+        messages=[{"role": "user", "content": "please write to jane.doe@example.com about the invoice"}],
+        max_tokens=4,
     )
     sent = upstream.received[-1]["messages"][0]["content"]
     assert "jane.doe@example.com" not in sent and "<EMAIL_ADDRESS>" in sent

@@ -44,14 +44,14 @@ async def test_chat_body_is_redacted_in_a_copy(hooks):
                     {"type": "image_url", "image_url": {"url": "https://x/y.png"}},
                 ],
             },
-            {"role": "user", "content": "card 4111 1111 1111 1111"},
+            {"role": "user", "content": "card number 4111 1111 1111 1111, please update it"},
         ],
     }
     out = await hooks.check_input(tenant("redact"), "chat", body)
     assert out["messages"][1]["content"][0]["text"] == "mail me at <EMAIL_ADDRESS>"
-    assert out["messages"][2]["content"] == "card <CREDIT_CARD>"
+    assert out["messages"][2]["content"] == "card number <CREDIT_CARD>, please update it"
     assert out["messages"][0] == body["messages"][0]  # the operator's system prompt is not scored for injection
-    assert body["messages"][2]["content"] == "card 4111 1111 1111 1111"
+    assert body["messages"][2]["content"] == "card number 4111 1111 1111 1111, please update it"
 
 
 async def test_user_injection_and_pii_blocks_go_through_on_block(hooks):
