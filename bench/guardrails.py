@@ -17,9 +17,9 @@ Measured in one run, on the same generated data:
                  model), recorded in guardrails/injection/model.json at training time; for the gateway's detector,
                  precision / recall / FPR on the deepset set (both trained or tuned on it: not held out), on crafted
                  attacks with obfuscations and on benign look-alikes with trigger words built here; recall / FPR
-                 on the red-team sets written for the project (dataset.load_redteam; the encoder trained on
-                 writers a-d, j-z, aa, ab, ad and ae, e and f picked its threshold, nothing trains on g-i, ac and
-                 af), with and without the encoder; latency per ~100-token prompt
+                 on the red-team sets written for the project (dataset.load_redteam; the encoder trains on
+                 dataset.ENCODER_TRAIN_TEAMS, nothing on dataset.HELD_OUT_TEAMS), with and without the encoder;
+                 latency per ~100-token prompt
 """
 
 from __future__ import annotations
@@ -560,6 +560,7 @@ def print_report(report: dict) -> None:
         )
     print_names(report["pii_names"])
     inj = report["injection"]
+    from guardrails.injection.dataset import HELD_OUT_TEAMS
     from guardrails.injection.train import format_table
 
     model = inj["model"]
@@ -584,8 +585,8 @@ def print_report(report: dict) -> None:
         if key not in inj:
             continue
         print(
-            f"\nPrompt injection, {title}, on the red-team sets (default threshold; the encoder trained on a-d, "
-            "j-z, aa, ab, ad, ae and ag-aj, e, f, ak and al set its threshold, nothing on g-i, ac, af, am and an)"
+            f"\nPrompt injection, {title}, on the red-team sets (default threshold; the encoder trains on the "
+            f"other writers, its validation writers among them, nothing on {', '.join(HELD_OUT_TEAMS)})"
         )
         for name, row in inj[key].items():
             by_lang = "  ".join(

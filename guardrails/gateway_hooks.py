@@ -107,9 +107,7 @@ class GuardrailHooks:
         verdict = await asyncio.to_thread(
             self.guardrails.check_segments, [segment for segment, _ in fields], policy, tenant.id, injection
         )
-        if verdict.action != "allow" and injection:
-            self._count_request(f"input_{verdict.action}")
-        elif verdict.action != "allow":
+        if verdict.action != "allow":
             self._count_once(f"input_{verdict.action}")
         if verdict.blocked:
             entities = tuple(sorted(verdict.entity_counts())) if verdict.blocked_reason == "pii" else ()
@@ -150,8 +148,8 @@ class GuardrailHooks:
             raise self.on_block(GuardrailBlocked(verdict.blocked_reason or "prompt_injection", ()))
 
     def _count_once(self, action: str) -> None:
-        """A request's input checks run apart when its injection check runs alongside: it counts once per action
-        (sluicegate_guardrail_actions_total), a detect by both checks once."""
+        """A request counts once per action (sluicegate_guardrail_actions_total), also when its injection check runs
+        apart, alongside (a detect by both checks: once); without that, nothing has set _COUNTED and it counts."""
         counted = _COUNTED.get()
         if counted is not None:
             if action in counted:

@@ -121,16 +121,13 @@ class UpstreamAttempt:
         opening = self._opening
         if opening is None:
             return
-        if opening.done():
-            if not opening.cancelled():
-                opening.exception()  # read: a failure nobody will hear of is not "never retrieved"
-            return
-        opening.cancel()
         try:
-            await asyncio.wait([opening])
+            if not opening.done():
+                opening.cancel()
+                await asyncio.wait([opening])
         finally:
             if opening.done() and not opening.cancelled():
-                opening.exception()
+                opening.exception()  # read: a failure nobody will hear of is not "never retrieved"
 
     def first_token(self) -> None:
         """The replica's first byte arrived: the router's queued-prefill estimate for it drops this prompt."""

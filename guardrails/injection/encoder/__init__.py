@@ -1,5 +1,5 @@
-"""The injection encoder: a small pretrained transformer (all-MiniLM-L6-v2, 22.7M parameters), all but its
-bottom layer fine-tuned here to tell injections from requests (train.py), run in numpy (network.py); detector.py says
+"""The injection encoder: a small pretrained transformer (all-MiniLM-L6-v2, 22.7M parameters), its six
+layers fine-tuned here to tell injections from requests (train.py), run in numpy (network.py); detector.py says
 how the detector uses it, docs/benchmarks.md ("Prompt injection") what it buys.
 
 Provenance: weights.npz and tokenizer.json derive from sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0), read from
