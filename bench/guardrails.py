@@ -453,6 +453,7 @@ def injection_bench(detector, rng: random.Random, quick: bool) -> dict:
 
 
 HELD_OUT_REDTEAM = f"held out ({', '.join(HELD_OUT_TEAMS)})"
+HELD_OUT_SWEEP_THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)  # the default and stricter tenants
 
 
 def redteam_scores(detector, quick: bool, teams: tuple[str, ...] | None = None) -> dict[str, dict[str, float]]:
@@ -483,8 +484,16 @@ def redteam_scores(detector, quick: bool, teams: tuple[str, ...] | None = None) 
             entry[f"fpr{suffix}"] = sum(benign) / len(benign) if benign else 0.0
         entry["attacks"] = sum(row.label == 1 for row, _ in members)
         entry["benign"] = sum(row.label == 0 for row, _ in members)
+        if name == HELD_OUT_REDTEAM:  # an operator's choice of injection_threshold, read off writers nothing saw
+            entry["sweep"] = {str(t): _rates(members, t) for t in HELD_OUT_SWEEP_THRESHOLDS}
         table[name] = entry
     return table
+
+
+def _rates(members, threshold: float) -> dict[str, float]:
+    attacks = [result.score >= threshold for row, result in members if row.label == 1]
+    benign = [result.score >= threshold for row, result in members if row.label == 0]
+    return {"recall": sum(attacks) / max(1, len(attacks)), "fpr": sum(benign) / max(1, len(benign))}
 
 
 def _classification(scores, threshold: float) -> dict[str, float]:
@@ -596,6 +605,9 @@ def print_report(report: dict) -> None:
                 f"  {name:<15} recall {row['recall']:.3f} ({row['attacks']})  FPR {row['fpr']:.3f} ({row['benign']})"
                 f"   recall / FPR by language: {by_lang}"
             )
+            if "sweep" in row:
+                sweep = "  ".join(f"{t}: {r['recall']:.3f} / {r['fpr']:.3f}" for t, r in row["sweep"].items())
+                print(f"    at other thresholds, recall / FPR: {sweep}")
     print(
         f"  crafted + obfuscated attacks recall {inj['crafted_recall']:.2f};  benign look-alikes with trigger "
         f"words FPR {inj['benign_lookalike_fpr']:.3f} (n={inj['benign_lookalikes']});  "

@@ -60,3 +60,12 @@ def test_the_detector_holds_its_floor_on_the_held_out_writers(held_out_scores):
 
 def test_the_encoder_adds_recall_where_the_rules_and_ngrams_miss(held_out_scores):
     assert held_out_scores["with"]["recall"] >= held_out_scores["without"]["recall"] + 0.6
+
+
+def test_the_held_out_sweep_starts_at_the_default_and_only_gets_stricter(held_out_scores):
+    held_out = held_out_scores["with"]
+    sweep = list(held_out["sweep"].values())
+    assert (sweep[0]["recall"], sweep[0]["fpr"]) == (held_out["recall"], held_out["fpr"])
+    for looser, stricter in zip(sweep, sweep[1:]):
+        assert stricter["recall"] <= looser["recall"] and stricter["fpr"] <= looser["fpr"]
+    assert sweep[-1]["fpr"] < sweep[0]["fpr"]
