@@ -2,9 +2,9 @@
 
 Why: an encoder fine-tuned on attacks and fluent benign prompts learns "not fluent" as a sign of attack, because
 adversarial text is often odd. Benign word salad then reads as an attack: keyword queries, tag lists, rotated or
-mangled sentences (17% of 150 self-instruct requests with their words shuffled were flagged by the fit of
-2026-12-07 06:10, none in order; docs/benchmarks.md). Shuffled benign rows tell it that disorder alone is no attack.
-Attacks are never shuffled: a shuffled attack may or may not still be one.
+mangled sentences (the held-out writers' benign prompts, their words shuffled: 26.2% flagged by the fit of
+2026-12-07 06:10, 8.7% by the first fit with these rows; docs/benchmarks.md). Shuffled benign rows tell it that
+disorder alone is no attack. Attacks are never shuffled: a shuffled attack may or may not still be one.
 """
 
 from __future__ import annotations
@@ -16,19 +16,24 @@ from guardrails.injection.dataset import Sample
 SCRAMBLED_SOURCE = "synthetic_scrambled_benign"
 SCRAMBLED_ROWS = 1500
 MIN_WORDS = 6  # fewer words shuffle into something still fluent
+MAX_WORDS = 80  # ~100-120 tokens, most of the encoder's 160-token window
 
 
 def scrambled_benign(samples: list[Sample], seed: int, count: int = SCRAMBLED_ROWS) -> list[Sample]:
     """`count` benign rows of `samples` (chosen by a seeded draw, each at most once) with their words shuffled; a
-    long prompt keeps its first 80 words, about what the encoder reads of a short prompt."""
+    long prompt keeps its first MAX_WORDS words."""
     rng = random.Random(seed)
-    candidates = [s for s in samples if s.label == 0 and len(s.text.split()) >= MIN_WORDS]
+    candidates = [
+        s
+        for s in samples
+        if s.label == 0 and len(s.text.split()) >= MIN_WORDS and len(set(s.text.split()[:MAX_WORDS])) > 1
+    ]
     chosen = rng.sample(candidates, min(count, len(candidates)))
     rows = []
     for sample in chosen:
-        words = sample.text.split()[:80]
+        words = sample.text.split()[:MAX_WORDS]
         shuffled = words[:]
-        while shuffled == words:  # at least six words: some order differs
+        while shuffled == words:  # two different words at least: some order differs
             rng.shuffle(shuffled)
         rows.append(Sample(" ".join(shuffled), 0, SCRAMBLED_SOURCE, sample.lang))
     return rows
