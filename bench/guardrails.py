@@ -456,7 +456,7 @@ HELD_OUT_REDTEAM = f"held out ({', '.join(HELD_OUT_TEAMS)})"
 HELD_OUT_SWEEP_THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)  # the default and stricter tenants
 
 
-def redteam_scores(detector, quick: bool, teams: tuple[str, ...] | None = None) -> dict[str, dict[str, float]]:
+def redteam_scores(detector, quick: bool, teams: tuple[str, ...] | None = None) -> dict[str, dict[str, Any]]:
     """Per red-team source, and pooled over the writers nothing trains on (dataset.HELD_OUT_TEAMS), the detector's
     recall and false-positive rate at the default threshold, by language too. `teams`: only those writers (None:
     all)."""
@@ -474,7 +474,7 @@ def redteam_scores(detector, quick: bool, teams: tuple[str, ...] | None = None) 
             groups[HELD_OUT_REDTEAM].append(scored)
     table = {}
     for name, members in sorted(groups.items()):
-        entry: dict[str, float] = {}
+        entry: dict[str, Any] = {}  # rates and counts; the held-out row adds its sweep
         for lang in (None, "en", "de", "es"):
             chosen = [(row, result.score >= THRESHOLD) for row, result in members if lang is None or row.lang == lang]
             attacks = [flag for row, flag in chosen if row.label == 1]

@@ -1,7 +1,7 @@
-"""The red-team sets (guardrails/injection/data/redteam/, dataset.load_redteam): forty-four writers' sources; the
+"""The red-team sets (guardrails/injection/data/redteam/, dataset.load_redteam): forty-six writers' sources; the
 encoder trains on a-d, j-z, aa, ab, ad, ae, ag-aj, ao and ap, e, f, ak, al and aq pick its threshold, nothing trains on
-g-i, ac, af, am, an and ar; the gateway's detector holds a floor on those eight, a regression floor at today's level
-(docs/benchmarks.md has the figures)."""
+g-i, ac, af, am, an, ar, as and at; the gateway's detector holds a floor on those ten, a regression floor at today's
+level (docs/benchmarks.md has the figures)."""
 
 import pytest
 
@@ -12,10 +12,10 @@ from guardrails.injection.encoder.model import shipped_encoder
 from guardrails.injection.model import shipped_model
 
 
-def test_the_redteam_sets_load_as_forty_four_sources_in_three_languages():
+def test_the_redteam_sets_load_as_forty_six_sources_in_three_languages():
     rows = load_redteam()
     teams = [*"abcdefghijklmnopqrstuvwxyz", "aa", "ab", "ac", "ad", "ae", "af", "ag", "ah", "ai", "aj", "ak", "al"]
-    teams += ["am", "an", "ao", "ap", "aq", "ar"]
+    teams += ["am", "an", "ao", "ap", "aq", "ar", "as", "at"]
     assert {row.source for row in rows} == {f"redteam_{team}" for team in teams}
     # writers briefed for Spanish or German alone
     single_language = {
@@ -53,7 +53,7 @@ def held_out_scores() -> dict[str, dict[str, dict[str, float]]]:
 
 def test_the_detector_holds_its_floor_on_the_held_out_writers(held_out_scores):
     held_out = held_out_scores["with"]
-    assert held_out["attacks"] == 1200 and held_out["benign"] == 1596
+    assert held_out["attacks"] == 1500 and held_out["benign"] == 1996
     assert held_out["recall"] >= 0.88 and held_out["fpr"] <= 0.075
     assert min(held_out["recall_en"], held_out["recall_de"], held_out["recall_es"]) >= 0.82
 
