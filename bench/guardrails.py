@@ -485,15 +485,10 @@ def redteam_scores(detector, quick: bool, teams: tuple[str, ...] | None = None) 
         entry["attacks"] = sum(row.label == 1 for row, _ in members)
         entry["benign"] = sum(row.label == 0 for row, _ in members)
         if name == HELD_OUT_REDTEAM:  # an operator's choice of injection_threshold, read off writers nothing saw
-            entry["sweep"] = {str(t): _rates(members, t) for t in HELD_OUT_SWEEP_THRESHOLDS}
+            scores = [(result.score, row.label == 1) for row, result in members]
+            entry["sweep"] = {str(t): _classification(scores, t) for t in HELD_OUT_SWEEP_THRESHOLDS}
         table[name] = entry
     return table
-
-
-def _rates(members, threshold: float) -> dict[str, float]:
-    attacks = [result.score >= threshold for row, result in members if row.label == 1]
-    benign = [result.score >= threshold for row, result in members if row.label == 0]
-    return {"recall": sum(attacks) / max(1, len(attacks)), "fpr": sum(benign) / max(1, len(benign))}
 
 
 def _classification(scores, threshold: float) -> dict[str, float]:

