@@ -453,7 +453,8 @@ def injection_bench(detector, rng: random.Random, quick: bool) -> dict:
 
 
 HELD_OUT_REDTEAM = f"held out ({', '.join(HELD_OUT_TEAMS)})"
-HELD_OUT_SWEEP_THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)  # the default and stricter tenants
+# Looser tenants (more recall, more false positives), the default (0.5) and stricter ones.
+HELD_OUT_SWEEP_THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 
 def redteam_scores(detector, quick: bool, teams: tuple[str, ...] | None = None) -> dict[str, dict[str, Any]]:

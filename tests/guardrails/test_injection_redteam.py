@@ -10,6 +10,7 @@ from guardrails.injection.dataset import ENCODER_TRAIN_TEAMS, HELD_OUT_TEAMS, lo
 from guardrails.injection.detector import InjectionDetector
 from guardrails.injection.encoder.model import shipped_encoder
 from guardrails.injection.model import shipped_model
+from guardrails.policy import DEFAULT_INJECTION_THRESHOLD
 
 
 def test_the_redteam_sets_load_as_fifty_four_sources_in_three_languages():
@@ -64,10 +65,12 @@ def test_the_encoder_adds_recall_where_the_rules_and_ngrams_miss(held_out_scores
     assert held_out_scores["with"]["recall"] >= held_out_scores["without"]["recall"] + 0.6
 
 
-def test_the_held_out_sweep_starts_at_the_default_and_only_gets_stricter(held_out_scores):
+def test_the_held_out_sweep_holds_the_default_and_runs_from_loose_to_strict(held_out_scores):
     held_out = held_out_scores["with"]
+    default = held_out["sweep"][str(DEFAULT_INJECTION_THRESHOLD)]
+    assert (default["recall"], default["fpr"]) == (held_out["recall"], held_out["fpr"])
     sweep = list(held_out["sweep"].values())
-    assert (sweep[0]["recall"], sweep[0]["fpr"]) == (held_out["recall"], held_out["fpr"])
+    assert sweep[0] != default != sweep[-1]  # tenants looser and stricter than the default both find their row
     for looser, stricter in zip(sweep, sweep[1:]):
         assert stricter["recall"] <= looser["recall"] and stricter["fpr"] <= looser["fpr"]
-    assert sweep[-1]["fpr"] < sweep[0]["fpr"]
+    assert sweep[-1]["fpr"] < default["fpr"] < sweep[0]["fpr"]
