@@ -38,8 +38,8 @@ from typing import Any
 
 from bench.guardrails_names import print_names, run_names
 from guardrails.injection.dataset import HELD_OUT_TEAMS
+from guardrails.policy import DEFAULT_INJECTION_THRESHOLD as THRESHOLD  # what a tenant gets unless it sets one
 
-THRESHOLD = 0.5
 FILLER = (
     "please review the attached notes from the quarterly planning session and summarise the main risks "
     "the open questions and the decisions we still need to make before the product launch next month "
@@ -453,7 +453,7 @@ def injection_bench(detector, rng: random.Random, quick: bool) -> dict:
 
 
 HELD_OUT_REDTEAM = f"held out ({', '.join(HELD_OUT_TEAMS)})"
-# Looser tenants (more recall, more false positives), the default (0.5) and stricter ones.
+# Looser tenants (more recall, more false positives), the default (THRESHOLD) and stricter ones.
 HELD_OUT_SWEEP_THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 

@@ -23,15 +23,15 @@ def scrambled_benign(samples: list[Sample], seed: int, count: int = SCRAMBLED_RO
     """`count` benign rows of `samples` (chosen by a seeded draw, each at most once) with their words shuffled; a
     long prompt keeps its first MAX_WORDS words."""
     rng = random.Random(seed)
-    candidates = [
-        s
-        for s in samples
-        if s.label == 0 and len(s.text.split()) >= MIN_WORDS and len(set(s.text.split()[:MAX_WORDS])) > 1
-    ]
+    candidates = []  # (benign row, its first MAX_WORDS words)
+    for sample in samples:
+        all_words = sample.text.split()
+        words = all_words[:MAX_WORDS]
+        if sample.label == 0 and len(all_words) >= MIN_WORDS and len(set(words)) > 1:
+            candidates.append((sample, words))
     chosen = rng.sample(candidates, min(count, len(candidates)))
     rows = []
-    for sample in chosen:
-        words = sample.text.split()[:MAX_WORDS]
+    for sample, words in chosen:
         shuffled = words[:]
         while shuffled == words:  # two different words at least: some order differs
             rng.shuffle(shuffled)
