@@ -1,6 +1,6 @@
 """ScoreCache: the detector's results for texts seen lately, so a conversation's earlier turns, sent again with every
-request, are not scored again: the encoder costs ~20 ms for 100 tokens on two cores, and a chat's history grows by
-a turn a request."""
+request, are not scored again: the encoder costs ~6 ms for 100 tokens on one core, and a chat's history grows by a
+turn a request."""
 
 from __future__ import annotations
 

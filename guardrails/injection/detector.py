@@ -9,8 +9,8 @@ checks (an adversarial suffix's token soup, a many-shot compliance transcript lo
 rules on the plain text and the n-gram model were the detector before the encoder: on writers nothing trained on
 they catch 0.25 of attacks at 1.8% false positives, and OR-ed with the encoder they spent most of the 3% budget
 for little recall (the encoder alone 0.79 of those writers' attacks at FPR 0.030, with them 0.65 at 0.025;
-docs/benchmarks.md). Their rule names are still reported, for logs. The encoder costs ~20 ms for a 100-token prompt
-on two cores; `injection_encoder: false` runs the rules and the n-gram model alone (~0.4 ms).
+docs/benchmarks.md). Their rule names are still reported, for logs. The encoder costs ~6 ms for a 100-token prompt
+on one core; `injection_encoder: false` runs the rules and the n-gram model alone (~0.4 ms).
 
 Without the encoder: the rules catch the short direct injections they describe in any source, the n-gram model the
 jailbreak templates no rule lists."""

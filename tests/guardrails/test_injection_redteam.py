@@ -57,12 +57,12 @@ def held_out_scores() -> dict[str, dict[str, dict[str, float]]]:
 def test_the_detector_holds_its_floor_on_the_held_out_writers(held_out_scores):
     held_out = held_out_scores["with"]
     assert held_out["attacks"] == 1799 and held_out["benign"] == 2396
-    assert held_out["recall"] >= 0.82 and held_out["fpr"] <= 0.04
-    assert min(held_out["recall_en"], held_out["recall_de"], held_out["recall_es"]) >= 0.74
+    assert held_out["recall"] >= 0.78 and held_out["fpr"] <= 0.03
+    assert min(held_out["recall_en"], held_out["recall_de"], held_out["recall_es"]) >= 0.68
 
 
 def test_the_encoder_adds_recall_where_the_rules_and_ngrams_miss(held_out_scores):
-    assert held_out_scores["with"]["recall"] >= held_out_scores["without"]["recall"] + 0.6
+    assert held_out_scores["with"]["recall"] >= held_out_scores["without"]["recall"] + 0.55
 
 
 def test_the_held_out_sweep_holds_the_default_and_runs_from_loose_to_strict(held_out_scores):

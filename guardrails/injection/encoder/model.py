@@ -1,10 +1,10 @@
 """The shipped injection encoder (weights.npz, tokenizer.json, report.json beside this file): text -> a score in
 [0, 1] calibrated like the n-gram model's (the operating point picked on held-out writers maps to 0.5).
 
-Loaded once per process (`shipped_encoder`, 20 MB on disk, ~60 MB in memory, ~0.3 s); numpy and the
-`tokenizers` library only. A prompt longer than MAX_TOKENS is read as its head and its tail, as in training: an
-injection sits at the start or the end of a pasted document far more often than in its middle, and the cost of the
-forward pass grows with every token (~20 ms for 100 tokens on one 2-core CPU).
+Loaded once per process (`shipped_encoder`, 20 MB on disk, ~70 MB in memory, ~0.7 s); ONNX Runtime (network.py)
+and the `tokenizers` library, no torch. A prompt longer than MAX_TOKENS is read as its head and its tail, as in
+training: an injection sits at the start or the end of a pasted document far more often than in its middle, and the
+cost of the forward pass grows with every token (~6 ms for 100 tokens on one core).
 """
 
 from __future__ import annotations
@@ -88,8 +88,8 @@ class EncoderModel:
 
 @functools.cache
 def shipped_encoder() -> EncoderModel:
-    """The encoder in the package, loaded on first use and shared by every detector and thread (numpy releases the
-    GIL in its matrix products, so concurrent checks overlap)."""
+    """The encoder in the package, loaded on first use and shared by every detector and thread (ONNX Runtime
+    releases the GIL while it runs, so concurrent checks overlap, each on a core)."""
     return EncoderModel.load(ENCODER_DIR)
 
 

