@@ -1,5 +1,5 @@
-"""The injection encoder: the int8 forward pass (ONNX Runtime) against torch's, the shipped weights against their recorded scores,
-the training script on a tiny subset, and the detector's gate."""
+"""The injection encoder: the int8 forward pass (ONNX Runtime) against torch's, the shipped weights against their
+recorded scores, the training script on a tiny subset (and its --calibrate-only), and the detector's gate."""
 
 import numpy as np
 import pytest

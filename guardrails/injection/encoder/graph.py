@@ -10,9 +10,10 @@ linear head.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
-from onnx import ModelProto, TensorProto, helper, numpy_helper
+from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
 LAYER_NORM_EPS = 1e-12
 # The linear maps' weights use 7 bits of their int8: x86 CPUs without VNNI multiply uint8 inputs by int8 weights in
@@ -47,8 +48,8 @@ class _Graph:
 
     def __init__(self, arrays: dict[str, np.ndarray]) -> None:
         self.arrays = arrays
-        self.nodes: list = []
-        self.initializers: list = []
+        self.nodes: list[NodeProto] = []
+        self.initializers: list[TensorProto] = []
 
     def model(self) -> ModelProto:
         a = self.arrays
@@ -60,7 +61,7 @@ class _Graph:
         scales = self.op("Gather", self.constant("words.scale", a["word_embeddings.scale"][:, None]), ids)
         positions = self.constant("positions", _dequantized(a, "position_embeddings"))
         length = self.op("Shape", ids)
-        start, axis = self.constant("zero", np.array([0])), self.constant("axis0", np.array([0]))
+        start, axis = self.constant("zero", _int64s(0)), self.constant("axis0", _int64s(0))
         x = self.op("Add", self.op("Mul", words, scales), self.op("Slice", positions, start, length, axis))
         x = self.layer_norm(x, "embed_norm")
         for i in range(int(a["num_layers"])):
@@ -82,13 +83,13 @@ class _Graph:
         hidden = self.arrays[f"{prefix}.query.q"].shape[0]
         head_dim = hidden // num_heads
         # [T, 3 * hidden] -> [3, heads, T, head_dim] -> query, key, value
-        qkv_shape = self.constant(f"{prefix}.qkv_shape", np.array([-1, 3, num_heads, head_dim]))
+        qkv_shape = self.constant(f"{prefix}.qkv_shape", _int64s(-1, 3, num_heads, head_dim))
         qkv = self.op("Transpose", self.op("Reshape", self.linear(x, prefix, "qkv"), qkv_shape), perm=[1, 2, 0, 3])
         query, key, value = self.split(qkv, 3)
         scale = self.constant(f"{prefix}.score_scale", np.array(1.0 / math.sqrt(head_dim), dtype=np.float32))
         scores = self.op("Mul", self.op("MatMul", query, self.op("Transpose", key, perm=[0, 2, 1])), scale)
         weights = self.op("Softmax", scores, axis=-1)
-        flat = self.constant(f"{prefix}.flat", np.array([-1, hidden]))
+        flat = self.constant(f"{prefix}.flat", _int64s(-1, hidden))
         context = self.op("Reshape", self.op("Transpose", self.op("MatMul", weights, value), perm=[1, 0, 2]), flat)
         x = self.layer_norm(self.op("Add", x, self.linear(context, prefix, "attn_out")), f"{prefix}.attn_norm")
         inner = self.op("Gelu", self.linear(x, prefix, "ffn_in"))
@@ -116,14 +117,15 @@ class _Graph:
 
     def split(self, x: str, parts: int) -> list[str]:
         pieces = self.op("Split", x, outputs=parts, axis=0, num_outputs=parts)
-        axis = self.constant(f"{x}.axis", np.array([0]))
+        axis = self.constant(f"{x}.axis", _int64s(0))
         return [self.op("Squeeze", piece, axis) for piece in pieces]
 
     def constant(self, name: str, value: np.ndarray) -> str:
         self.initializers.append(numpy_helper.from_array(value, name))
         return name
 
-    def op(self, op_type: str, *inputs: str, outputs: int = 1, **attributes):
+    def op(self, op_type: str, *inputs: str, outputs: int = 1, **attributes: Any) -> Any:
+        """Appends a node; its output's name, or the list of them when it has several."""
         first = f"{op_type.lower()}{len(self.nodes)}"
         names = [first] if outputs == 1 else [f"{first}.{k}" for k in range(outputs)]
         self.nodes.append(helper.make_node(op_type, list(inputs), names, **attributes))
@@ -132,3 +134,8 @@ class _Graph:
 
 def _dequantized(arrays: dict[str, np.ndarray], name: str) -> np.ndarray:
     return arrays[f"{name}.q"].astype(np.float32) * arrays[f"{name}.scale"][:, None]
+
+
+def _int64s(*values: int) -> np.ndarray:
+    """Shapes, axes and starts: ONNX wants int64 (numpy's default integer is 32 bits on some platforms)."""
+    return np.array(values, dtype=np.int64)

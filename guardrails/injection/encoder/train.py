@@ -15,10 +15,11 @@ dataset.sample_weights), without the `--validate-teams` red-team writers. Their 
 at which the detector as the gateway runs it (the encoder as exported, int8 in ONNX Runtime, and the rules that read
 what it cannot: detector.py) flags at most VALIDATION_MAX_FPR (1.5%) of their benign prompts. That fit is the one
 shipped. Why not refit on everything and keep that threshold: the refit is another model, for which the threshold's
-false-positive rate was never measured (2026-12-06, on writers g-i: refit 0.518 recall at FPR 0.022, the validated fit 0.522 at 0.023;
-docs/benchmarks.md). `--validate-teams ""` fits on everything at threshold 0.5. Export: int8 weights (network.py), the
-tokenizer and report.json (threshold, validation table, the recorded scores of a fixed sample, which tests reproduce).
-`--calibrate-only` redoes that last step for the weights already exported, after a change to the forward pass.
+false-positive rate was never measured (2026-12-06, on writers g-i: refit 0.518 recall at FPR 0.022, the validated
+fit 0.522 at 0.023; docs/benchmarks.md). `--validate-teams ""` fits on everything at threshold 0.5. Export: int8
+weights (graph.py), the tokenizer and report.json (threshold, validation table, the recorded scores of a fixed sample,
+which tests reproduce). `--calibrate-only` redoes that last step for the weights already exported, after a change to
+the forward pass.
 Tens of minutes on 2 CPU cores (17 on an Intel Xeon with one layer frozen; 46 on a 2-core AMD EPYC with none, 28,221
 rows; 85 there on one thread beside a second fit).
 Deterministic for a seed on one machine (torch's CPU kernels are).
@@ -176,8 +177,8 @@ def detector_flags(samples: list[Sample]) -> np.ndarray:
 
 
 def export(base, top, folder: Path, base_dir: Path) -> None:
-    """weights.npz: every matrix int8 per row (network.quantized; the linear maps' in LINEAR_LEVELS), vectors
-    float32; tokenizer.json copied."""
+    """weights.npz: every matrix int8 per row (graph.quantized; the linear maps' in LINEAR_LEVELS), vectors float32;
+    tokenizer.json copied."""
     layers = list(base.encoder.layer[:FROZEN_LAYERS]) + list(top.layers)
     arrays: dict[str, Any] = {
         "num_layers": np.array(len(layers)),
@@ -262,9 +263,8 @@ def main(argv: list[str]) -> int:
     if "validation" in report:
         for key in ("rules_beside_encoder", "detector_with_encoder"):
             print(key, report["validation"][key])
-    print(
-        f"threshold {report['threshold']}; {len(samples)} rows; {time.perf_counter() - started_s:.1f} s; wrote {args.out}"
-    )
+    elapsed_s = time.perf_counter() - started_s
+    print(f"threshold {report['threshold']}; {len(samples)} rows; {elapsed_s:.1f} s; wrote {args.out}")
     return 0
 
 
