@@ -15,7 +15,6 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 from tokenizers import Tokenizer
 
 from guardrails.injection.encoder.network import Network
@@ -76,7 +75,7 @@ class EncoderModel:
         return _sigmoid(self._raw_logit(text) - _logit(self.threshold))
 
     def _raw_logit(self, text: str) -> float:
-        return self.network.logit(np.array(self.tokenizer.ids(text), dtype=np.intp))
+        return self.network.logit(self.tokenizer.ids(text))
 
     @classmethod
     def load(cls, folder: Path = ENCODER_DIR) -> EncoderModel:

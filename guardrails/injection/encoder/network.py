@@ -11,6 +11,7 @@ CPU has it): ~6 ms on one core. The ranking of prompts does not move (2026-12-07
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,8 +30,8 @@ class Network:
     session: onnxruntime.InferenceSession
     max_positions: int
 
-    def logit(self, token_ids: np.ndarray) -> float:
-        """token_ids: int [T] with the special tokens, T <= max_positions."""
+    def logit(self, token_ids: Sequence[int] | np.ndarray) -> float:
+        """token_ids: [T] with the special tokens, T <= max_positions; made the graph's int64 here, once."""
         (logit,) = self.session.run(None, {"ids": np.asarray(token_ids, dtype=np.int64)})
         return float(logit[0])
 
