@@ -3,6 +3,8 @@
 Systems (each in its own subprocess, so peak memory is its own):
   ours        engine.LLM: paged KV cache, continuous batching, chunked prefill
   ours-invariant  the same with `batch_invariant` (not in the default set): what bit-identical outputs cost
+  ours-async  the same with `async_output_processing` (not in the default set; on by default on CUDA only): what
+              building a step's outputs after launching the next step does on this machine
   hf-cb       transformers' continuous batching (ContinuousBatchingManager, paged attention), per-request lengths
   hf-padded   transformers' padded batched generate(): batches of --padded-batch-size in arrival order, each run to
               its longest request (the tokens past a request's own length are wasted, which is the point)
@@ -65,14 +67,14 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_ours(model_dir: str, work: dict, args, batch_invariant: bool = False) -> dict:
+def run_ours(model_dir: str, work: dict, args, **engine_kwargs) -> dict:
     from engine import LLM, SamplingParams
 
     llm = LLM(
         model_dir,
         max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens,
-        batch_invariant=batch_invariant,
+        **engine_kwargs,
     )
     engine = llm.engine
     start = time.perf_counter()
@@ -160,7 +162,17 @@ def run_ours_invariant(model_dir: str, work: dict, args) -> dict:
     return run_ours(model_dir, work, args, batch_invariant=True)
 
 
-RUNNERS = {"ours": run_ours, "ours-invariant": run_ours_invariant, "hf-padded": run_hf_padded, "hf-cb": run_hf_cb}
+def run_ours_async(model_dir: str, work: dict, args) -> dict:
+    return run_ours(model_dir, work, args, async_output_processing=True)
+
+
+RUNNERS = {
+    "ours": run_ours,
+    "ours-invariant": run_ours_invariant,
+    "ours-async": run_ours_async,
+    "hf-padded": run_hf_padded,
+    "hf-cb": run_hf_cb,
+}
 
 
 def _worker(args) -> int:

@@ -59,6 +59,11 @@ class EngineConfig(Schema):
     cpu_threads_adaptive: bool = True
     """Without cpu_threads: use fewer threads while other processes keep cores busy (engine/cpu_threads.py); the
     step's many short multi-threaded ops stall whenever one of their threads waits for a core."""
+    async_output_processing: bool | None = None
+    """Detokenize a step's tokens, check their stop strings and build their outputs while the next step runs on the
+    device (a stop string then ends its sequence a step late; the extra token is dropped). None: on with CUDA; off
+    on a CPU, where the forward runs on the same cores and outputs would only come a step later. Never with
+    speculative decoding."""
     enforce_eager: bool = False
     """Disable CUDA graphs for decode steps."""
     cuda_graph_sizes: Annotated[tuple[Annotated[int, Field(ge=1)], ...], Tuple] = (1, 2, 4, 8, 16, 32, 64, 128, 256)

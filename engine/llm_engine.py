@@ -34,7 +34,7 @@ from engine.models.llama import LlamaModel
 from engine.models.rope import RotaryEmbedding
 from engine.models.spec import ModelSpec
 from engine.outputs import CompletionOutput, RequestOutput, TokenLogprob
-from engine.sampler import Sampler, SamplingRow
+from engine.sampler import PendingSample, Sampler, SamplingRow
 from engine.sampling_params import SamplingParams
 from engine.scheduler import Scheduler
 from engine.sequence import Request, Sequence, SequenceStatus
@@ -106,6 +106,11 @@ class LLMEngine:
             )  # fmt: skip
         self.sampler = Sampler(self.device, config.seed)
         self.speculator = self._build_speculator(config, num_blocks) if config.speculative_method else None
+        # A step's outputs built while the next step runs (step()): where the forward runs beside the CPU, not on it,
+        # and not with speculation, whose drafts are made from the newest tokens.
+        self.overlap_outputs = False
+        self._pending: tuple[list[Sequence], PendingSample] | None = None  # the step launched, its tokens not taken
+        self.set_async_output(config.async_output_processing)
         self.requests: dict[str, Request] = {}
         # Disaggregated serving (engine/kv_transfer/): a prefill's blocks held for a decode replica to read, and a
         # decode's read blocks held until its request is scheduled and takes them as a prefix hit.
@@ -360,12 +365,22 @@ class LLMEngine:
             if request is None or request.first_scheduled_time is not None:
                 self.pool.free(reversed(self._pull_holds.pop(request_id)))
 
+    def set_async_output(self, on: bool | None) -> None:
+        """async_output_processing, set between steps (None: the default for the device). The GPU benchmark compares
+        both on one engine."""
+        if self._pending is not None:
+            raise RuntimeError("a step is in flight: its tokens are taken by the next step()")
+        overlap = self.device.type == "cuda" if on is None else on
+        self.overlap_outputs = overlap and self.speculator is None
+
     def has_unfinished_requests(self) -> bool:
         return bool(self.requests)
 
     # -- the step -----------------------------------------------------------------------------------------------
     @torch.inference_mode()
     def step(self) -> list[RequestOutput]:
+        if self.overlap_outputs:
+            return self._step_overlapped()
         started = time.monotonic()
         clock = self.clock
         clock.start_step()
@@ -388,20 +403,95 @@ class LLMEngine:
         else:
             touched = self._sample_and_append(logits, inputs.sample_seqs)
         self.scheduler.remove_finished()
-        touched += failed
+        return self._end_step(started, touched + failed)
+
+    def _step_overlapped(self) -> list[RequestOutput]:
+        """step() with async_output_processing: take the last step's tokens (the only wait for the device), schedule
+        and launch the next step, and only then detokenize the tokens taken and build their outputs, while the device
+        runs the step just launched. A stop string is therefore found a step late: the sequence's token from the
+        step in flight is dropped when it arrives (stop tokens and max_tokens still end a sequence before the next
+        step is scheduled)."""
+        started = time.monotonic()
+        clock = self.clock
+        clock.start_step()
+        touched, untexted = self._take_pending()
+        self.scheduler.remove_finished()
+        failed = self._admit_compiled() if self._awaiting_grammar else []
+        sched = self.scheduler.schedule()
+        if self._pull_holds:
+            self._drop_pull_holds()
+        launched = not sched.is_empty
+        if launched:
+            clock.lap("schedule")
+            logits, inputs = self.runner.execute(sched.scheduled)  # laps "prepare" and "forward" (launched, on CUDA)
+            self.kv.commit_scheduled(sched.scheduled)
+            if inputs.sample_seqs:
+                row_seqs, rows, logits = self._sampling_rows(logits, inputs.sample_seqs)
+                self._pending = (row_seqs, self.sampler.launch(logits, rows))
+            clock.lap("sample")
+        self._detokenize(untexted)
+        self.scheduler.remove_finished()
+        if not launched and not touched and not failed:
+            return []
+        return self._end_step(started, touched + failed, launched)
+
+    def _end_step(self, started: float, touched: list[Request], launched: bool = True) -> list[RequestOutput]:
+        """The outputs of the requests a step touched; `launched`: the call ran a step (an overlapped call may only
+        hand out the last step's tokens, and is then no step of its own, for the counters and the step clock)."""
         now = time.monotonic()
-        self.counters.num_steps_total += 1
-        if self.threads is not None:
-            self.threads.after_step()
-        self.counters.last_step_time_s = now - started
         outputs = self._make_outputs(touched, now)
-        clock.lap("output")
-        clock.end_step()
+        if launched:
+            self.counters.num_steps_total += 1
+            if self.threads is not None:
+                self.threads.after_step()
+            self.counters.last_step_time_s = now - started
+            self.clock.lap("output")
+            self.clock.end_step()
         return outputs
+
+    def _take_pending(self) -> tuple[list[Request], list[Sequence]]:
+        """The tokens of the step launched last, appended (async_output_processing): the requests they touched, and
+        the sequences whose new token is still to be detokenized. A sequence finished since (a stop string found
+        late, an abort) drops its token."""
+        if self._pending is None:
+            return [], []
+        seqs, pending = self._pending
+        self._pending = None
+        result = pending.result()
+        live = [i for i, seq in enumerate(seqs) if not seq.is_finished]
+        if len(live) < len(seqs):
+            seqs = [seqs[i] for i in live]
+            result.token_ids = [result.token_ids[i] for i in live]
+            result.logprobs = [result.logprobs[i] for i in live]
+        untexted = self._append_tokens(seqs, result.token_ids, result.logprobs, defer_text=True)
+        return list({seq.request.request_id: seq.request for seq in seqs}.values()), untexted
+
+    def _detokenize(self, seqs: list[Sequence]) -> None:
+        """The text of each sequence's newest token, and its stop strings (_append_tokens deferred them)."""
+        for seq in seqs:
+            stop = seq.detokenizer.append(seq.output_ids[-1], len(seq.output_ids) >= seq.request.params.min_tokens)
+            if stop is None:
+                continue
+            seq.stop_reason = stop
+            if seq.is_finished:  # max_tokens ended it on the same token: the stop string wins, as in step()
+                seq.finish_reason = "stop"
+            else:
+                self._finish(seq, "stop")
 
     def _sample_and_append(self, logits: torch.Tensor, sample_seqs: list[Sequence]) -> list[Request]:
         if not sample_seqs:
             return []
+        row_seqs, rows, logits = self._sampling_rows(logits, sample_seqs)
+        result = self.sampler(logits, rows)
+        self.clock.lap("sample")  # with the computed-token bookkeeping before it; what follows is "output"
+        self._append_tokens(row_seqs, result.token_ids, result.logprobs)
+        return list({seq.request.request_id: seq.request for seq in row_seqs}.values())
+
+    def _sampling_rows(
+        self, logits: torch.Tensor, sample_seqs: list[Sequence]
+    ) -> tuple[list[Sequence], list[SamplingRow], torch.Tensor]:
+        """Who samples from which logits row, with what: a request finishing its prompt with n > 1 forks here (its
+        siblings share the row); structured outputs' masks are applied to the logits."""
         # Every request has all its sequences (the common case): one row per sequence, in order.
         row_seqs = sample_seqs
         rows: list[SamplingRow] = []
@@ -414,10 +504,7 @@ class LLMEngine:
                 row = self._sampling_row(seq)
             rows.append(row)
         self.masker.apply(logits, [seq.grammar for seq in row_seqs])
-        result = self.sampler(logits, rows)
-        self.clock.lap("sample")  # with the computed-token bookkeeping before it; what follows is "output"
-        self._append_tokens(row_seqs, result.token_ids, result.logprobs)
-        return list({seq.request.request_id: seq.request for seq in row_seqs}.values())
+        return row_seqs, rows, logits
 
     def _fork_rows(
         self, logits: torch.Tensor, sample_seqs: list[Sequence]
@@ -479,9 +566,17 @@ class LLMEngine:
             row.suppressed_token_ids = []
         return row
 
-    def _append_tokens(self, seqs: list[Sequence], token_ids: list[int], logprobs: list[TokenLogprob | None]) -> None:
+    def _append_tokens(
+        self,
+        seqs: list[Sequence],
+        token_ids: list[int],
+        logprobs: list[TokenLogprob | None],
+        defer_text: bool = False,
+    ) -> list[Sequence]:
         """Each sequence takes its token (one each: distinct sequences), then its stop checks, in one loop with
-        what every sequence shares hoisted out of it; the per-token work left is what only the sequence knows."""
+        what every sequence shares hoisted out of it; the per-token work left is what only the sequence knows.
+        defer_text: leave detokenizing and stop strings to _detokenize; the sequences that need it are returned."""
+        untexted: list[Sequence] = []
         now = time.monotonic()
         self.counters.generation_tokens_total += len(token_ids)
         max_model_len = self.max_model_len
@@ -501,12 +596,17 @@ class LLMEngine:
             if seq.grammar is not None and not self._advance_grammar(seq, token_id):
                 continue
             num_out = len(seq.output_ids)
-            stop = seq.detokenizer.append(token_id, num_out >= request.params.min_tokens)
+            if defer_text:
+                untexted.append(seq)
+                stop = None
+            else:
+                stop = seq.detokenizer.append(token_id, num_out >= request.params.min_tokens)
             if stop is not None:
                 seq.stop_reason = stop
                 self._finish(seq, "stop")
             elif num_out >= request.max_tokens or len(seq.token_ids) >= max_model_len:
                 self._finish(seq, "length")
+        return untexted
 
     def _finish(self, seq: Sequence, reason: str) -> None:
         seq.finish_reason = reason

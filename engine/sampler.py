@@ -44,23 +44,64 @@ class SampleResult:
     logprobs: list[TokenLogprob | None]
 
 
+@dataclass
+class PendingSample:
+    """A step's tokens, sampled and maybe still on their way from the device (Sampler.launch)."""
+
+    ready: SampleResult | None
+    host: torch.Tensor | None = None  # [R] int64, pinned, the target of a non-blocking copy
+    copied: torch.cuda.Event | None = None  # recorded after that copy
+
+    def result(self) -> SampleResult:
+        if self.ready is None:
+            assert self.host is not None and self.copied is not None  # launch sets both when it leaves ready unset
+            self.copied.synchronize()
+            self.ready = SampleResult(self.host.tolist(), [None] * self.host.shape[0])
+        return self.ready
+
+
 class Sampler:
     def __init__(self, device: torch.device, seed: int):
         self.device = device
         self.generator = torch.Generator(device=device).manual_seed(seed)
         self.on_cpu = device.type == "cpu"
         self._output_counts = _OutputCounts()
+        self._host: torch.Tensor | None = None  # launch's pinned buffer
 
     def __call__(self, logits: torch.Tensor, rows: list[SamplingRow]) -> SampleResult:
         """logits: [R, V] fp32, one row per SamplingRow."""
-        if all(r.plain_greedy and not r.suppressed_token_ids for r in rows):
-            # The common case of a greedy batch: one op and one transfer, none of the per-row checks below.
+        if self.on_cpu and logits.dtype == torch.float32 and _plain_greedy(rows):
+            # numpy's argmax over rows is vectorised, torch's on a CPU is not: ~10x at 64 x 4096 (same index on ties:
+            # the first)
             self._output_counts.forget()
-            if self.on_cpu and logits.dtype == torch.float32:
-                # numpy's argmax over rows is vectorised, torch's on a CPU is not: ~10x at 64 x 4096 (same index on
-                # ties: the first)
-                return SampleResult(logits.numpy().argmax(axis=-1).tolist(), [None] * len(rows))
-            return SampleResult(logits.argmax(dim=-1).tolist(), [None] * len(rows))
+            return SampleResult(logits.numpy().argmax(axis=-1).tolist(), [None] * len(rows))
+        token_ids, logprobs = self._sample(logits, rows)
+        token_list = token_ids.tolist()
+        return SampleResult(token_list, self._gather_logprobs(logprobs, token_list, [r.params.logprobs for r in rows]))
+
+    def launch(self, logits: torch.Tensor, rows: list[SamplingRow]) -> PendingSample:
+        """As __call__, without waiting for the device: the tokens come back through a non-blocking copy, read when
+        the engine asks for them (LLMEngine with async_output_processing). A step with logprobs, or on a CPU, is
+        sampled at once."""
+        if self.on_cpu or any(r.params.logprobs is not None for r in rows):
+            return PendingSample(self(logits, rows))
+        token_ids, _ = self._sample(logits, rows)
+        if self._host is None or self._host.shape[0] < token_ids.shape[0]:
+            # Pinned, so the copy is asynchronous; one buffer serves every step, as a step's tokens are read before
+            # the next step is sampled.
+            self._host = torch.empty(max(token_ids.shape[0], 256), dtype=torch.int64, pin_memory=True)
+        host = self._host[: token_ids.shape[0]]
+        host.copy_(token_ids, non_blocking=True)
+        copied = torch.cuda.Event()
+        copied.record()
+        return PendingSample(None, host, copied)
+
+    def _sample(self, logits: torch.Tensor, rows: list[SamplingRow]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Token ids [R] on the device, and the log-probabilities [R, V] when a row asks for them."""
+        if _plain_greedy(rows):
+            # The common case of a greedy batch: one op, none of the per-row checks below.
+            self._output_counts.forget()
+            return logits.argmax(dim=-1), None
         num_rows, vocab = logits.shape
         params = [r.params for r in rows]
         self._suppress(logits, rows)
@@ -70,8 +111,7 @@ class Sampler:
             self._output_counts.forget()  # no penalized sequence is in this step
         if any(r.bias_tokens is not None for r in rows):
             self._apply_logit_bias(logits, rows)
-        want_logprobs = [p.logprobs for p in params]
-        logprobs = torch.log_softmax(logits, dim=-1) if any(k is not None for k in want_logprobs) else None
+        logprobs = torch.log_softmax(logits, dim=-1) if any(p.logprobs is not None for p in params) else None
 
         token_ids = logits.argmax(dim=-1)
         sampled_rows = [i for i, p in enumerate(params) if p.temperature >= _GREEDY_EPS]
@@ -80,8 +120,7 @@ class Sampler:
         elif sampled_rows:  # greedy rows keep their argmax and skip the sort and the random draw
             index = torch.tensor(sampled_rows, device=logits.device)
             token_ids[index] = self._sample_random(logits[index], [rows[i] for i in sampled_rows])
-        token_list = token_ids.tolist()
-        return SampleResult(token_list, self._gather_logprobs(logprobs, token_list, want_logprobs))
+        return token_ids, logprobs
 
     @staticmethod
     def _suppress(logits: torch.Tensor, rows: list[SamplingRow]) -> None:
@@ -177,6 +216,10 @@ class Sampler:
             k = want[i]
             out[i] = TokenLogprob(token_ids[i], chosen[j], list(zip(top_ids[j][:k], top_values[j][:k])))
         return out
+
+
+def _plain_greedy(rows: list[SamplingRow]) -> bool:
+    return all(r.plain_greedy and not r.suppressed_token_ids for r in rows)
 
 
 class _OutputCounts:

@@ -1,6 +1,7 @@
 """Greedy output token for token equal to transformers' generate (fp32), for every architecture, under every
 engine mode that changes how the KV cache is filled: prefix caching on/off, chunked prefill, preemption by
-recompute and by swap, n > 1 with copy-on-write forks, and the batch-invariant kernels."""
+recompute and by swap, n > 1 with copy-on-write forks, the batch-invariant kernels, and outputs processed while the
+next step runs (async_output_processing, with preemption)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ MODES = {
     "preempt-recompute": {"num_kv_blocks": 24, "max_num_seqs": 16},
     "preempt-swap": {"num_kv_blocks": 24, "max_num_seqs": 16, "preemption_mode": "swap"},
     "batch-invariant": {"batch_invariant": True, "max_num_batched_tokens": 24, "max_num_seqs": 6},
+    "async-output": {"async_output_processing": True, "num_kv_blocks": 24, "max_num_seqs": 16},
 }
 GREEDY = SamplingParams(temperature=0.0, max_tokens=NUM_REFERENCE_TOKENS, ignore_eos=True)
 
@@ -43,14 +45,15 @@ def test_greedy_matches_transformers(arch, mode, arch_model_dirs, hf_references)
         assert stats.prefix_cache_hits_total == 0
     if mode in ("chunked-prefill", "batch-invariant"):
         assert stats.num_chunked_prefill_steps_total > 0
-    if mode.startswith("preempt"):
+    if mode.startswith("preempt") or mode == "async-output":
         assert stats.num_preemptions_total > 0
+    assert llm.engine.overlap_outputs == (mode == "async-output")
     if mode == "preempt-swap":
         assert stats.num_swapped_out_total > 0 and stats.num_swapped_in_total > 0
     assert stats.num_blocks_free == stats.num_blocks_total, "blocks leaked"
 
 
-@pytest.mark.parametrize("mode", ["default", "no-prefix-cache", "preempt-recompute"])
+@pytest.mark.parametrize("mode", ["default", "no-prefix-cache", "preempt-recompute", "async-output"])
 def test_n_greater_than_one_greedy_choices_all_match(mode, arch_model_dirs, hf_references):
     prompts, expected = hf_references["llama"]
     params = SamplingParams(n=3, temperature=0.0, max_tokens=NUM_REFERENCE_TOKENS, ignore_eos=True)

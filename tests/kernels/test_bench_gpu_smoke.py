@@ -34,3 +34,16 @@ def test_bench_gpu_cpu_smoke_equivalence_takes_every_path_and_matches(tmp_path):
     rows = json.loads((tmp_path / "bench_gpu.json").read_text())["rows"]
     assert [r["status"] for r in rows] == ["PASS", "PASS"], rows
     assert rows[1]["value"] == "6/6 identical"
+
+
+def test_bench_gpu_cpu_smoke_engine_section_runs(tmp_path):
+    """The engine section end to end on the tiny model, its comparison of async output processing off and on
+    included: the rows a GPU slot will print, none failing."""
+    env = {**os.environ, "OUT": str(tmp_path)}
+    command = [sys.executable, "-m", "bench.gpu.run", "--cpu-smoke", "--sections", "engine"]
+    proc = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = json.loads((tmp_path / "bench_gpu.json").read_text())["rows"]
+    assert all(r["status"] != "FAIL" for r in rows), rows
+    overlap = [r for r in rows if r["item"].startswith("output throughput, outputs processed during the next step")]
+    assert len(overlap) == 1 and overlap[0]["versus"].endswith("x"), rows
