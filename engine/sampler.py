@@ -118,21 +118,25 @@ class Sampler:
         if len(sampled_rows) == num_rows:
             token_ids = self._sample_random(logits, rows)
         elif sampled_rows:  # greedy rows keep their argmax and skip the sort and the random draw
-            index = torch.tensor(sampled_rows, device=logits.device)
+            index = _on_device(sampled_rows, logits.device)
             token_ids[index] = self._sample_random(logits[index], [rows[i] for i in sampled_rows])
         return token_ids, logprobs
 
     @staticmethod
     def _suppress(logits: torch.Tensor, rows: list[SamplingRow]) -> None:
-        for i, row in enumerate(rows):
-            if row.suppressed_token_ids:
-                logits[i, row.suppressed_token_ids] = float("-inf")
+        suppressed = [(i, token) for i, row in enumerate(rows) for token in row.suppressed_token_ids]
+        if suppressed:
+            row_ids, token_ids = zip(*suppressed)
+            index = (_on_device(list(row_ids), logits.device), _on_device(list(token_ids), logits.device))
+            logits.index_put_(
+                index, torch.full((len(suppressed),), -math.inf, dtype=logits.dtype, device=logits.device)
+            )
 
     def _apply_penalties(self, logits: torch.Tensor, rows: list[SamplingRow], vocab: int) -> None:
         # OpenAI semantics: logit -= frequency_penalty * count + presence_penalty * (count > 0), over output tokens.
         counts = self._output_counts.update([r.output_token_ids for r in rows], vocab, logits.device)
-        freq = torch.tensor([r.params.frequency_penalty for r in rows], device=logits.device)[:, None]
-        pres = torch.tensor([r.params.presence_penalty for r in rows], device=logits.device)[:, None]
+        freq = _on_device([r.params.frequency_penalty for r in rows], logits.device)[:, None]
+        pres = _on_device([r.params.presence_penalty for r in rows], logits.device)[:, None]
         logits -= freq * counts + pres * (counts > 0).float()
 
     @staticmethod
@@ -143,14 +147,14 @@ class Sampler:
             for i, r in enumerate(rows)
             if r.bias_tokens is not None and r.bias_values is not None
         ]
-        row_ids = torch.cat([torch.full_like(tokens, i) for i, tokens, _ in biased]).to(logits.device)
-        tokens = torch.cat([tokens for _, tokens, _ in biased]).to(logits.device)
-        values = torch.cat([values for _, _, values in biased]).to(logits.device, logits.dtype)
+        row_ids = _on_device(torch.cat([torch.full_like(tokens, i) for i, tokens, _ in biased]), logits.device)
+        tokens = _on_device(torch.cat([tokens for _, tokens, _ in biased]), logits.device)
+        values = _on_device(torch.cat([values for _, _, values in biased]).to(logits.dtype), logits.device)
         logits.index_put_((row_ids, tokens), values, accumulate=True)
 
     def _sample_random(self, logits: torch.Tensor, rows: list[SamplingRow]) -> torch.Tensor:
         """One token per row, none of them greedy."""
-        temps = torch.tensor([r.params.temperature for r in rows], device=logits.device)
+        temps = _on_device([r.params.temperature for r in rows], logits.device)
         scaled = logits / temps[:, None]
         scaled = self._truncate(scaled, [r.params for r in rows])
         probs = torch.softmax(scaled, dim=-1)
@@ -161,7 +165,7 @@ class Sampler:
         else:
             # A seeded row draws only from its own generator; the engine's draws only for the others.
             if unseeded:
-                race[torch.tensor(unseeded, device=race.device)] = torch.empty(
+                race[_on_device(unseeded, race.device)] = torch.empty(
                     len(unseeded), race.shape[1], device=race.device
                 ).exponential_(generator=self.generator)
             for i, row in enumerate(rows):
@@ -186,15 +190,15 @@ class Sampler:
         device = scaled.device
         sorted_logits, order = scaled.sort(dim=-1, descending=True)
         rank = torch.arange(vocab, device=device)[None, :]
-        k = torch.tensor([k if 0 < k < vocab else vocab for k in top_k], device=device)[:, None]  # any int fits
+        k = _on_device([k if 0 < k < vocab else vocab for k in top_k], device)[:, None]  # any int fits
         drop = rank >= k
         sorted_probs = torch.softmax(sorted_logits.masked_fill(drop, float("-inf")), dim=-1)
         cumulative = sorted_probs.cumsum(dim=-1)
         # Keeps the first token. Rows without top-p keep every token: their cumulative sum can round past 1.0
         # before the tail, so the threshold 1.0 would cut some.
-        top_p_threshold = torch.tensor([p if p < 1.0 else math.inf for p in top_p], device=device)[:, None]
+        top_p_threshold = _on_device([p if p < 1.0 else math.inf for p in top_p], device)[:, None]
         drop |= (cumulative - sorted_probs) > top_p_threshold
-        drop |= sorted_probs < torch.tensor(min_p, device=device)[:, None] * sorted_probs[:, :1]
+        drop |= sorted_probs < _on_device(min_p, device)[:, None] * sorted_probs[:, :1]
         sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
         return torch.empty_like(scaled).scatter_(1, order, sorted_logits)
 
@@ -216,6 +220,16 @@ class Sampler:
             k = want[i]
             out[i] = TokenLogprob(token_ids[i], chosen[j], list(zip(top_ids[j][:k], top_values[j][:k])))
         return out
+
+
+def _on_device(values: list | torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Host values (a list, or a CPU tensor) on the device without waiting for it: on CUDA through pinned memory
+    and an asynchronous copy, as a copy from pageable memory first waits for every kernel queued before it, which
+    would let no step overlap the next (async_output_processing)."""
+    host = values if isinstance(values, torch.Tensor) else torch.tensor(values)
+    if device.type != "cuda":
+        return host.to(device)
+    return host.pin_memory().to(device, non_blocking=True)
 
 
 def _plain_greedy(rows: list[SamplingRow]) -> bool:
@@ -253,9 +267,9 @@ class _OutputCounts:
         counts = torch.zeros(len(outputs), vocab, device=device)
         if kept_rows:
             assert self._counts is not None  # kept rows were counted in an earlier step
-            counts[torch.tensor(kept_rows, device=device)] = self._counts[torch.tensor(old_rows, device=device)]
+            counts[_on_device(kept_rows, device)] = self._counts[_on_device(old_rows, device)]
         if token_ids:
-            index = (torch.tensor(token_rows, device=device), torch.tensor(token_ids, device=device))
+            index = (_on_device(token_rows, device), _on_device(token_ids, device))
             counts.index_put_(index, torch.ones(len(token_ids), device=device), accumulate=True)
         self._counts, self._rows = counts, rows
         return counts
