@@ -10,6 +10,9 @@ phase of `num_steps` decode steps of exactly that batch; the table shows each ph
   forward   the model's forward pass and the logits of the sampled rows
   sample    computed-token bookkeeping, sampling rows, the sampler
   output    appending tokens (detokenizing, stop checks), finished sequences, the RequestOutputs
+
+With async_output_processing (on by default on CUDA) a step first appends the tokens of the step before, billed to
+schedule, and detokenizes them after its own sample, billed to output.
 """
 
 from __future__ import annotations
