@@ -369,7 +369,9 @@ class LLMEngine:
         """async_output_processing, set between steps (None: the default for the device). The GPU benchmark compares
         both on one engine."""
         if self._pending is not None:
-            raise RuntimeError("a step is in flight: its tokens are taken by the next step()")
+            if not all(seq.is_finished for seq in self._pending[0]):
+                raise RuntimeError("a step is in flight: its tokens are taken by the next step()")
+            self._pending = None  # launched for sequences a stop string has ended since: nothing to take
         overlap = self.device.type == "cuda" if on is None else on
         self.overlap_outputs = overlap and self.speculator is None
 

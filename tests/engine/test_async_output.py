@@ -130,3 +130,19 @@ def test_a_stop_string_on_the_last_allowed_token_still_reads_stop(engines):
     expected = _choices(engines[False].generate([prompt], params))
     assert expected[0][0][3:5] == ("stop", suffix) and len(expected[0][0][1]) == 10
     assert _choices(engines[True].generate([prompt], params)) == expected
+
+
+def test_switching_off_between_requests_even_after_a_late_stop_string(tiny_model_dir):
+    """The last request ends on a stop string found a step late, so a step for it is still in flight when generate
+    returns; switching to plain steps drops that step, and the engine goes on."""
+    llm = LLM(tiny_model_dir, async_output_processing=True)
+    greedy = SamplingParams(temperature=0.0, max_tokens=30, ignore_eos=True)
+    text = llm.generate([[5, 6, 7]], greedy)[0].outputs[0].text
+    stop = text[len(text) // 2 : len(text) // 2 + 2]
+    first = llm.generate([[5, 6, 7]], dataclasses.replace(greedy, stop=[stop]))[0].outputs[0]
+    assert first.finish_reason == "stop" and llm.engine._pending is not None
+    llm.engine.set_async_output(False)
+    assert not llm.engine.overlap_outputs
+    again = llm.generate([[5, 6, 7]], dataclasses.replace(greedy, stop=[stop]))[0].outputs[0]
+    assert again.text == first.text and again.finish_reason == "stop"
+    assert llm.engine.stats().num_blocks_free == llm.engine.stats().num_blocks_total
