@@ -61,8 +61,9 @@ class EngineConfig(Schema):
     step's many short multi-threaded ops stall whenever one of their threads waits for a core."""
     async_output_processing: bool | None = None
     """Detokenize a step's tokens, check their stop strings and build their outputs while the next step runs on the
-    device (a stop string then ends its sequence a step late; the extra token is dropped). None: on with CUDA; off
-    on a CPU, where the forward runs on the same cores and outputs would only come a step later. Never with
+    device (a stop string then ends its sequence a step late; the extra token is dropped, but its row has drawn from
+    the engine's shared random generator, so unseeded sampled outputs differ from the plain step's). None: on with
+    CUDA; off on a CPU, where the forward runs on the same cores and outputs would only come a step later. Never with
     speculative decoding."""
     enforce_eager: bool = False
     """Disable CUDA graphs for decode steps."""

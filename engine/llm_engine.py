@@ -341,6 +341,10 @@ class LLMEngine:
         self, prompt_token_ids: list[int], cache_salt: str, remote: RemotePrefill
     ) -> PullPlan | PullRefusal:
         """Blocks to read a prefill replica's KV into (decode side), keeping the admission watermark free."""
+        if self.device.type == "cuda":
+            # A block freed since the last step was launched (a stop string found late, an abort) may still be
+            # written by that step; the read that will fill it is not ordered after it on the stream.
+            torch.cuda.current_stream(self.device).synchronize()
         return plan_pull(
             self.pool, self.block_size, prompt_token_ids, cache_salt, remote, self.scheduler.watermark_blocks
         )
@@ -598,7 +602,9 @@ class LLMEngine:
             if seq.grammar is not None and not self._advance_grammar(seq, token_id):
                 continue
             num_out = len(seq.output_ids)
-            if defer_text:
+            # A prefill for a decode replica hands its blocks over when it finishes: a stop string found a step late
+            # could find them preempted by then.
+            if defer_text and not request.remote_decode:
                 untexted.append(seq)
                 stop = None
             else:

@@ -93,7 +93,7 @@ class Sampler:
         host = self._host[: token_ids.shape[0]]
         host.copy_(token_ids, non_blocking=True)
         copied = torch.cuda.Event()
-        copied.record()
+        copied.record(torch.cuda.current_stream(token_ids.device))
         return PendingSample(None, host, copied)
 
     def _sample(self, logits: torch.Tensor, rows: list[SamplingRow]) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -146,3 +146,24 @@ def test_switching_off_between_requests_even_after_a_late_stop_string(tiny_model
     again = llm.generate([[5, 6, 7]], dataclasses.replace(greedy, stop=[stop]))[0].outputs[0]
     assert again.text == first.text and again.finish_reason == "stop"
     assert llm.engine.stats().num_blocks_free == llm.engine.stats().num_blocks_total
+
+
+def test_a_prefill_for_a_decode_replica_checks_its_stop_strings_before_the_next_step(tiny_model_dir):
+    """Such a prefill hands its blocks over when it finishes, so its stop strings are read at once (a step later it
+    could be preempted, its blocks gone): no step is launched for it after its stop string."""
+    from engine.kv_transfer.params import KVTransferRequest
+
+    llm = LLM(tiny_model_dir, async_output_processing=True)
+    engine = llm.engine
+    greedy = SamplingParams(temperature=0.0, max_tokens=30, ignore_eos=True)
+    prompt = list(range(5, 45))  # two full blocks to hand over
+    text = llm.generate([prompt], greedy)[0].outputs[0].text
+    stop = text[len(text) // 2 : len(text) // 2 + 2]
+    engine.add_request("p", prompt, dataclasses.replace(greedy, stop=[stop]), kv_transfer=KVTransferRequest(True))
+    outs = []
+    while engine.has_unfinished_requests():
+        outs += engine.step()
+    choice = outs[-1].outputs[0]
+    assert choice.finish_reason == "stop" and choice.text == text[: text.index(stop)]
+    assert outs[-1].kv_handoff is not None and engine._pending is None
+    engine.release_handoffs(["p"])
