@@ -2,10 +2,10 @@
 
 The bitmask is xgrammar's packed int32 layout ([rows, ceil(V / 32)], bit j of a row set when token j is allowed),
 filled on the CPU by xgrammar's thread pool. On an accelerator it is copied to the logits' device and xgrammar's
-kernel applies it. On the CPU (CpuMaskApply) it is unpacked by a byte lookup into a gate per token, which one
-`minimum` applies: xgrammar's CPU kernel tests the bits one at a time, ~5x slower at a 4k vocabulary and batch 64
-(`sluicegate bench engine --structured`). Unconstrained rows are neither filled nor touched, so their logits (and
-tokens) are exactly what they would be in a batch of their own.
+kernel applies it to every row (unconstrained rows get a mask that allows every token). On the CPU (CpuMaskApply) it
+is unpacked by a byte lookup into a gate per token, which one `minimum` applies: xgrammar's CPU kernel tests the bits one at a time, ~5x slower at a 4k vocabulary and batch 64
+(`sluicegate bench engine --structured`). Unconstrained rows' logits (and tokens) are exactly what they would be in a
+batch of their own: on the CPU they are not touched, on an accelerator no bit of their mask is clear.
 """
 
 from __future__ import annotations
@@ -45,8 +45,22 @@ class GrammarMasker:
         if logits.device.type == "cpu":
             self._cpu_apply(logits, self._bitmask, rows, vocab_size)
             return
-        bitmask = self._bitmask.to(logits.device, non_blocking=True)
-        xgr.apply_token_bitmask_inplace(logits, bitmask, vocab_size=vocab_size, indices=rows)
+        if not self._bitmask.is_pinned():
+            # Pinned, so the copy below does not wait for the kernels already queued (a copy from pageable memory
+            # does), which would keep async_output_processing from overlapping steps that hold structured outputs.
+            # Refilled only after the step's tokens are back, so no copy of it is still pending then.
+            self._bitmask = self._bitmask.pin_memory()
+        allow_unconstrained(self._bitmask, matchers)
+        bitmask = self._bitmask[: len(matchers)].to(logits.device, non_blocking=True)
+        xgr.apply_token_bitmask_inplace(logits, bitmask, vocab_size=vocab_size)
+
+
+def allow_unconstrained(bitmask: torch.Tensor, matchers: list[xgr.GrammarMatcher | None]) -> None:
+    """Every token allowed in the rows without a matcher, so a kernel applying every row leaves them as they are and
+    needs no row list (xgrammar would copy one from pageable memory)."""
+    free = [i for i, m in enumerate(matchers) if m is None]
+    if free:
+        bitmask[free] = -1
 
 
 class CpuMaskApply:

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from xgrammar.testing import _is_grammar_accept_string as accepts
 
 from engine.structured.compiler import json_schema_ebnf, tool_calls_ebnf
-from engine.structured.masker import CpuMaskApply
+from engine.structured.masker import CpuMaskApply, allow_unconstrained
 from engine.tools.parsers import tool_parser
 
 
@@ -71,4 +71,21 @@ def test_cpu_mask_apply_equals_xgrammars_kernel(vocab, rows):
     expected = logits.clone()
     xgr.apply_token_bitmask_inplace(expected, bitmask, vocab_size=vocab, indices=picked)
     CpuMaskApply(bitmask.shape[1])(logits, bitmask, picked, vocab)
+    assert torch.equal(logits, expected)
+
+
+@pytest.mark.parametrize("vocab", [512, 1000])
+def test_unconstrained_rows_allowed_everything_mask_like_a_row_list(vocab):
+    """The accelerator path masks every row, unconstrained rows with everything allowed: the same logits as masking
+    the constrained rows alone (xgrammar's kernel, here its CPU one; the random bits left in the free rows from an
+    earlier step must not leak)."""
+    generator = torch.Generator().manual_seed(vocab)
+    bitmask = xgr.allocate_token_bitmask(6, vocab)
+    bitmask.copy_(torch.randint(-(2**31), 2**31 - 1, bitmask.shape, generator=generator, dtype=torch.int32))
+    logits = torch.randn(5, vocab + 7, generator=generator)
+    matchers = [object(), None, object(), None, None]  # only whether a row has one matters here
+    expected = logits.clone()
+    xgr.apply_token_bitmask_inplace(expected, bitmask, vocab_size=vocab, indices=[0, 2])
+    allow_unconstrained(bitmask, matchers)  # type: ignore[arg-type]
+    xgr.apply_token_bitmask_inplace(logits, bitmask[:5], vocab_size=vocab)
     assert torch.equal(logits, expected)
