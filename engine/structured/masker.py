@@ -3,9 +3,10 @@
 The bitmask is xgrammar's packed int32 layout ([rows, ceil(V / 32)], bit j of a row set when token j is allowed),
 filled on the CPU by xgrammar's thread pool. On an accelerator it is copied to the logits' device and xgrammar's
 kernel applies it to every row (unconstrained rows get a mask that allows every token). On the CPU (CpuMaskApply) it
-is unpacked by a byte lookup into a gate per token, which one `minimum` applies: xgrammar's CPU kernel tests the bits one at a time, ~5x slower at a 4k vocabulary and batch 64
-(`sluicegate bench engine --structured`). Unconstrained rows' logits (and tokens) are exactly what they would be in a
-batch of their own: on the CPU they are not touched, on an accelerator no bit of their mask is clear.
+is unpacked by a byte lookup into a gate per token, which one `minimum` applies: xgrammar's CPU kernel tests the bits
+one at a time, ~5x slower at a 4k vocabulary and batch 64 (`sluicegate bench engine --structured`). Unconstrained
+rows' logits (and tokens) are exactly what they would be in a batch of their own: on the CPU they are not touched,
+on an accelerator no bit of their mask is clear.
 """
 
 from __future__ import annotations
