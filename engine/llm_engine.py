@@ -36,7 +36,7 @@ from engine.models.spec import ModelSpec
 from engine.outputs import CompletionOutput, RequestOutput, TokenLogprob
 from engine.sampler import PendingSample, Sampler, SamplingRow
 from engine.sampling_params import SamplingParams
-from engine.scheduler import Scheduler
+from engine.scheduler import Scheduler, SchedulerOutput
 from engine.sequence import Request, Sequence, SequenceStatus
 from engine.speculative import Speculator
 from engine.stats import EngineStats, KVEvent
@@ -390,10 +390,7 @@ class LLMEngine:
         started = time.monotonic()
         clock = self.clock
         clock.start_step()
-        failed = self._admit_compiled() if self._awaiting_grammar else []
-        sched = self.scheduler.schedule()
-        if self._pull_holds:
-            self._drop_pull_holds()
+        failed, sched = self._schedule()
         if sched.is_empty:
             return self._make_outputs(failed, time.monotonic()) if failed else []
         drafts = self.speculator.propose(sched.scheduled, sched.num_batched_tokens) if self.speculator else {}
@@ -422,10 +419,7 @@ class LLMEngine:
         clock.start_step()
         touched, untexted = self._take_pending()
         self.scheduler.remove_finished()
-        failed = self._admit_compiled() if self._awaiting_grammar else []
-        sched = self.scheduler.schedule()
-        if self._pull_holds:
-            self._drop_pull_holds()
+        failed, sched = self._schedule()
         launched = not sched.is_empty
         if launched:
             clock.lap("schedule")
@@ -440,6 +434,14 @@ class LLMEngine:
         if not launched and not touched and not failed:
             return []
         return self._end_step(started, touched + failed, launched)
+
+    def _schedule(self) -> tuple[list[Request], SchedulerOutput]:
+        """Requests whose grammar failed to compile (answered with an error), and the step's schedule."""
+        failed = self._admit_compiled() if self._awaiting_grammar else []
+        sched = self.scheduler.schedule()
+        if self._pull_holds:
+            self._drop_pull_holds()
+        return failed, sched
 
     def _end_step(self, started: float, touched: list[Request], launched: bool = True) -> list[RequestOutput]:
         """The outputs of the requests a step touched; `launched`: the call ran a step (an overlapped call may only
