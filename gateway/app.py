@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -63,6 +63,11 @@ class _FastPaths:
                 await send_error(send, error, [(REQUEST_ID, request_id)])
             except Exception:  # noqa: BLE001 - the response had already started; nothing more to tell the client
                 pass
+
+
+async def _console_home(request: Request) -> Response:
+    # What an operator types: a path-only Location (never one built from the Host header).
+    return RedirectResponse("/admin/", status_code=307)
 
 
 def _model(name: str) -> dict[str, str | int]:
@@ -151,12 +156,16 @@ def build_app(
             Route("/v1/models/{model:path}", model, methods=["GET"]),  # names may hold '/' (org/model)
             Route("/health", health, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
+            Route("/admin", _console_home, methods=["GET"]),
             Mount("/admin/v1", routes=admin_routes(gw)),
             Mount("/admin", routes=console_routes(gw)),  # the web console (admin/console/); after /admin/v1
         ],
         exception_handlers={HTTPException: http_error, Exception: server_error},
         lifespan=lifespan,
     )
+    # A path with a trailing slash is a 404 like any unknown path, not Starlette's redirect: that one answers with an
+    # empty body and a Location built from the client's Host header.
+    app.router.redirect_slashes = False
     app.state.gateway = gw
     traced = TracingMiddleware(_FastPaths(app, completions, gw.next_request_id), "gateway", GATEWAY_REQUEST)
     traced.state = app.state

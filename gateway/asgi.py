@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from starlette.types import Receive, Scope, Send
@@ -12,7 +13,23 @@ JSON = (b"content-type", b"application/json")
 MAX_BODY_BYTES = 32 << 20
 
 
+# The whole body must arrive within this: a client that sends its headers and then trickles (or withholds) the body
+# would otherwise hold a connection and a task for as long as it likes (slowloris). 32 MiB in 60 s is ~4.5 Mbit/s.
+BODY_TIMEOUT_S = 60.0
+
+
 async def read_body(receive: Receive, max_bytes: int = MAX_BODY_BYTES) -> bytes:
+    timeout_s = BODY_TIMEOUT_S
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await _read_body(receive, max_bytes)
+    except TimeoutError:
+        raise ApiError(
+            408, f"The request body was not received within {timeout_s:g} s.", "invalid_request_error", "timeout"
+        ) from None
+
+
+async def _read_body(receive: Receive, max_bytes: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
     while True:

@@ -1,8 +1,8 @@
 """Every string of a chat or completion request body that reaches the model or the upstream, as Segments with their
 paths into the body (to write redactions back).
 
-Chat, per message in order: `name`, the content (a string, or its `text` parts as one unit, joined with nothing as
-the engine joins them), each tool call's function `name` (an identifier: not redactable) and `arguments` (also
+Chat, per message in order: `name`, the content (a string, or its `text` and `refusal` parts as one unit, joined
+with nothing as the engine joins them), an assistant turn's `refusal`, each tool call's function `name` (an identifier: not redactable) and `arguments` (also
 the legacy `function_call`). Then each tool's (and legacy function's) `name`, `description` and every string inside
 its `parameters` schema; `response_format`'s JSON schema strings. Completions: each prompt string and `suffix`.
 Embeddings: each `input` string (PII only: it is data to embed, not an instruction).
@@ -21,6 +21,7 @@ from guardrails.prompt_view import Segment
 CHAT = "chat"
 EMBEDDINGS = "embeddings"
 UNTRUSTED_ROLES = frozenset({"user", "tool", "function"})
+TEXT_PARTS = ("text", "refusal")  # content parts the model reads (an assistant turn may replay its refusal)
 Path = tuple[str | int, ...]
 
 
@@ -107,9 +108,11 @@ def _message(fields: _Collector, message: dict[str, Any], path: Path) -> None:
     elif isinstance(content, list):
         first = True
         for j, part in enumerate(content):
-            if isinstance(part, dict) and part.get("type") == "text":
-                fields.add(part.get("text"), (*path, "content", j, "text"), untrusted, new_unit=first)
-                first = first and not isinstance(part.get("text"), str)
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind in TEXT_PARTS:  # a part's text is under its type's name
+                fields.add(part.get(kind), (*path, "content", j, kind), untrusted, new_unit=first)
+                first = first and not isinstance(part.get(kind), str)
+    fields.add(message.get("refusal"), (*path, "refusal"), untrusted)  # an assistant turn's, read when content is null
     calls = message.get("tool_calls")
     for j, call in enumerate(calls if isinstance(calls, list) else []):
         if isinstance(call, dict):

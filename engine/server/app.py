@@ -114,6 +114,8 @@ def create_app(llm_engine, config: ServerConfig, on_fatal: Callable[[BaseExcepti
         exception_handlers={APIError: _api_error, HTTPException: _http_error, Exception: _internal_error},
         lifespan=lifespan,
     )
+    # A trailing slash is a 404 like any unknown path, not a redirect with an empty body built from the Host header.
+    app.router.redirect_slashes = False
     app.state.replica = replica
     return app
 

@@ -112,7 +112,7 @@ def parse_chat(body: dict, tool_parser: ToolParser | None = None) -> GenerateReq
     request.messages = _message_dicts(parsed["messages"])
     request.tools = _tool_plan(parsed, request.params, tool_parser)
     if tool_parser is not None and request.tools is not None and request.tools.parses:
-        parallel = parsed.get("parallel_tool_calls", True)
+        parallel = parsed.get("parallel_tool_calls") is not False  # absent or null: OpenAI's default, true
         request.tool_parser = tool_parser if parallel else FirstCallOnly(tool_parser)
     return request
 
@@ -300,7 +300,7 @@ def _message_dicts(messages: list[Message]) -> list[dict]:
     return [_template_message(m, i) for i, m in enumerate(messages)]
 
 
-_ROLE_ONLY_FIELDS = {"tool_calls": "assistant", "tool_call_id": "tool"}
+_ROLE_ONLY_FIELDS = {"tool_calls": "assistant", "tool_call_id": "tool", "refusal": "assistant"}
 
 
 def _template_message(message: Message, index: int) -> dict:
@@ -334,13 +334,16 @@ def _content(message: Message, index: int) -> str:
     if isinstance(content, str):
         return content
     if content is None:
-        if message["role"] == "assistant":  # a turn that only called tools
-            return ""
+        if message["role"] == "assistant":  # a turn that only called tools, or refused: the model said its refusal
+            return message.get("refusal") or ""
         raise InvalidRequestError(
             f"Missing required parameter: 'messages[{index}].content'.", param=f"messages[{index}].content"
         )
+    if message["role"] != "assistant" and any(part["type"] == "refusal" for part in content):
+        param = f"messages[{index}].content"
+        raise InvalidRequestError("A refusal part is only allowed in a message with role 'assistant'.", param=param)
     # Joined with nothing, as the gateway does (gateway/request/tokenizer.py): both count and hash the same tokens.
-    return "".join(part["text"] for part in content)
+    return "".join(part["text"] if part["type"] == "text" else part["refusal"] for part in content)
 
 
 def _reject_constant(name: str):

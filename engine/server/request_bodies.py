@@ -76,6 +76,15 @@ class TextPart(TypedDict):
     text: Text
 
 
+@with_config(ConfigDict(strict=True, extra="ignore"))
+class RefusalPart(TypedDict):
+    """An assistant turn's refusal, as OpenAI returns it and clients replay it in the history."""
+
+    type: Literal["refusal"]
+    refusal: Text
+
+
+ContentPart = Annotated[TextPart | RefusalPart, Field(discriminator="type")]
 FunctionName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]  # OpenAI's rule for function names
 
 
@@ -95,8 +104,9 @@ class ToolCallParam(TypedDict):
 @with_config(_STRICT)
 class Message(TypedDict):
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: NotRequired[Text | Annotated[list[TextPart], Field(min_length=1)] | None]
-    """Absent or null only for an assistant turn that called tools (protocol.py checks)."""
+    content: NotRequired[Text | Annotated[list[ContentPart], Field(min_length=1)] | None]
+    """Absent or null only for an assistant turn that called tools or refused (protocol.py checks)."""
+    refusal: NotRequired[Text | None]  # an assistant turn's refusal, replayed from OpenAI's reply
     name: NotRequired[Text | None]
     tool_calls: NotRequired[list[ToolCallParam] | None]  # an assistant turn's calls
     tool_call_id: NotRequired[Text | None]  # a tool turn: the call it answers
@@ -183,7 +193,7 @@ class GenerateBody(TypedDict, total=False):
     functions: Annotated[Any, _default_only([])]
     function_call: Annotated[Any, _default_only("none", "auto")]
     # false: at most one call per reply (a forced call is one call either way).
-    parallel_tool_calls: Annotated[Any, _default_only(True, False)]
+    parallel_tool_calls: bool | None
     # Accepted and ignored: bookkeeping for OpenAI's platform, nothing that changes the generated tokens.
     store: Any
     metadata: Any
@@ -252,7 +262,10 @@ _UNION_EXPECTED = {
               "and not empty",
     "input": "Input should be a non-empty string, an array of them (at most 2048), an array of token ids, or an "
              "array of token-id arrays",
-    "content": "Input should be a string or a non-empty array of text parts (only text content is supported)",
+    "content": "Input should be a string or a non-empty array of text parts (only text content is supported; an "
+               "assistant turn may hold refusal parts)",
+    "tool_choice": "Input should be 'none', 'auto', 'required' or {\"type\": \"function\", \"function\": {\"name\": "
+                   "<a tool's name>}}",
 }  # fmt: skip
 
 
@@ -260,13 +273,13 @@ def validate(body_type: type[Body], body: dict) -> Body:
     try:
         return _ADAPTERS[body_type].validate_python(body)
     except ValidationError as exc:
-        raise invalid_request(exc.errors(include_url=False)) from None
+        raise invalid_request(exc.errors(include_url=False), body) from None
 
 
-def invalid_request(errors: list[Any]) -> InvalidRequestError:
+def invalid_request(errors: list[Any], body: Any) -> InvalidRequestError:
     """pydantic's first complaint as OpenAI's error object: a 400 whose `param` names the field."""
     loc, kind = errors[0]["loc"], errors[0]["type"]
-    param = _param(loc)
+    param = _param(loc, body, kind == "missing")
     if kind == "extra_forbidden":
         if len(loc) == 1:
             return InvalidRequestError(f"Unrecognized request argument supplied: {param}", param=param)
@@ -275,7 +288,7 @@ def invalid_request(errors: list[Any]) -> InvalidRequestError:
         return InvalidRequestError(f"Missing required parameter: '{param}'.", param=param)
     if kind == UNSUPPORTED:
         return InvalidRequestError(f"'{param}' is not supported by this server.", param=param, code=UNSUPPORTED)
-    same_param = [e for e in errors if _param(e["loc"]) == param]
+    same_param = [e for e in errors if _param(e["loc"], body, e["type"] == "missing") == param]
     field = param.rsplit(".", 1)[-1]
     if any(e["type"] == "string_unicode" for e in same_param):
         message = "not valid UTF-8 (lone surrogate)"
@@ -286,12 +299,23 @@ def invalid_request(errors: list[Any]) -> InvalidRequestError:
     return InvalidRequestError(f"Invalid value for '{param}': {message}.", param=param)
 
 
-def _param(loc: tuple[int | str, ...]) -> str:
-    """The parameter a client wrote: a top-level field, `stream_options.<field>`, `messages[i].<field>` or
-    `tools[i].<field>`; deeper parts of `loc` (list indexes, pydantic's names for union members) are not the
-    client's."""
-    if loc[0] in ("messages", "tools") and len(loc) > 1 and isinstance(loc[1], int):  # "tools[0].function"
-        return f"{loc[0]}[{loc[1]}]" + (f".{loc[2]}" if len(loc) > 2 else "")
-    if loc[0] in ("stream_options", "response_format") and len(loc) > 1:
-        return f"{loc[0]}.{loc[1]}"
-    return str(loc[0])
+# Arrays of values and the token map, named whole as OpenAI names them ("stop", not "stop[3]").
+_NAMED_WHOLE = frozenset({"stop", "stop_token_ids", "logit_bias"})
+
+
+def _param(loc: tuple[int | str, ...], body: Any, missing: bool) -> str:
+    """The parameter a client wrote, as deep as the request's objects go ("tools[0].function.name"): the keys and
+    indexes of `loc` that are the body's own, up to the first that is not, which is pydantic's name for a union's
+    member (the error is then about the union's field: "messages[0].content"). `missing`: the last key is the one
+    absent."""
+    if loc[0] in _NAMED_WHOLE:
+        return str(loc[0])
+    path, value = "", body
+    for i, part in enumerate(loc):
+        if isinstance(part, int) and isinstance(value, list) and 0 <= part < len(value):
+            path, value = f"{path}[{part}]", value[part]
+        elif isinstance(part, str) and isinstance(value, dict) and (part in value or (missing and i == len(loc) - 1)):
+            path, value = f"{path}.{part}" if path else part, value.get(part)
+        else:
+            break
+    return path or str(loc[0])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -25,6 +26,10 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_CACHED_GRAMMARS = 256
 MAX_ERROR_CHARS = 500
+
+
+# xgrammar prefixes its messages with a time and its C++ source: "[00:18:51] /project/cpp/json_schema_converter.cc:5082: "
+_XGRAMMAR_SOURCE = re.compile(r"^(\[[0-9:]+\] )?\S+\.(cc|h|cpp):\d+: ")
 
 
 class GrammarError(RequestError):
@@ -99,7 +104,8 @@ class GrammarCompiler:
                 return compiler.compile_regex(spec.source)
             return compiler.compile_grammar(choice_ebnf(spec.choices))
         except Exception as exc:  # noqa: BLE001 - xgrammar reports a bad input as RuntimeError, ValueError and more
-            message = str(exc).strip().splitlines()[0][:MAX_ERROR_CHARS] if str(exc).strip() else type(exc).__name__
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            message = _XGRAMMAR_SOURCE.sub("", first_line)[:MAX_ERROR_CHARS]
             raise GrammarError(
                 f"Invalid {spec.kind.value} for structured output: {message}", param=spec.param
             ) from None

@@ -51,15 +51,24 @@ class ParsedRequest:
     """The client's Responses API body when it came to /v1/responses (`body` is the chat body it asks for)."""
 
 
+INVALID_JSON = "invalid_json"
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not valid JSON")
+
+
 def parse_json(raw: bytes) -> JsonObject:
+    """The body as a JSON object; every malformed body is a 400 with code `invalid_json`, as the replicas answer it
+    (NaN and Infinity included: Python's json reads them, JSON has no such values)."""
     try:
-        body = json.loads(raw)
+        body = json.loads(raw, parse_constant=_reject_constant)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise invalid_request(f"The request body is not valid JSON: {exc}") from None
+        raise invalid_request(f"The request body is not valid JSON: {exc}", code=INVALID_JSON) from None
     except RecursionError:
-        raise invalid_request("The request body is nested too deeply.") from None
+        raise invalid_request("The request body is nested too deeply.", code=INVALID_JSON) from None
     if not isinstance(body, dict):
-        raise invalid_request("The request body must be a JSON object.")
+        raise invalid_request("The request body must be a JSON object.", code=INVALID_JSON)
     # json.loads accepts a lone surrogate escape (`\ud800`), a str that no encoder downstream can write: reject it
     # here. Valid pairs (every emoji a client escapes) also match the search, so the re-encode decides; bodies with
     # no surrogate escape pay only the regex scan (~0.8 us for 2 KB; a `b"\\u" in raw` test measured 2.3 us).
@@ -69,7 +78,8 @@ def parse_json(raw: bytes) -> JsonObject:
         except UnicodeEncodeError:
             raise invalid_request(
                 "The request body contains a lone UTF-16 surrogate escape (\\ud800-\\udfff not "
-                "part of a pair); strings must be valid Unicode."
+                "part of a pair); strings must be valid Unicode.",
+                code=INVALID_JSON,
             ) from None
     return body
 
@@ -147,10 +157,22 @@ def parse_chat(body: JsonObject) -> ParsedRequest:
             raise invalid_request(
                 f"messages[{i}].content must be a string or an array of parts.", param=f"messages[{i}].content"
             )
+        # The gateway renders the chat template (what the guardrails scan, what the router hashes): a malformed call
+        # must be named here, not surface as the template's own error (the upstream checks the rest).
+        calls = message.get("tool_calls")
+        if calls is not None and not (isinstance(calls, list) and all(_is_call(call) for call in calls)):
+            raise invalid_request(
+                f"messages[{i}].tool_calls must be an array of tool calls, each with a function object.",
+                param=f"messages[{i}].tool_calls",
+            )
     tools = body.get("tools")
-    if tools is not None and not isinstance(tools, list):
-        raise invalid_request("tools must be an array.", param="tools")
+    if tools is not None and not (isinstance(tools, list) and all(isinstance(tool, dict) for tool in tools)):
+        raise invalid_request("tools must be an array of objects.", param="tools")
     return _common(CHAT, body, [])
+
+
+def _is_call(call: object) -> bool:
+    return isinstance(call, dict) and isinstance(call.get("function"), dict)
 
 
 def parse_responses(body: JsonObject) -> ParsedRequest:

@@ -193,16 +193,20 @@ def _add_missing_special_tokens(
             rust.add_tokens([AddedToken(content, **fields)])
 
 
+_TEXT_PARTS = ("text", "refusal")  # the parts whose text the model reads; a part's text is under its type's name
+
+
 def _plain_message(message: dict[str, Any]) -> dict[str, Any]:
     """OpenAI content parts ([{"type": "text", "text": ...}]) joined into the plain string most templates expect,
     and an assistant turn's tool-call arguments (JSON text) decoded into the object templates write with `tojson`,
     as the engine renders them (engine/server/protocol.py, `_template_message`)."""
     content = message.get("content")
     if isinstance(content, list):
-        texts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        texts = [p.get(p.get("type"), "") for p in content if isinstance(p, dict) and p.get("type") in _TEXT_PARTS]
         message = {**message, "content": "".join(t for t in texts if isinstance(t, str))}
-    elif content is None:
-        message = {**message, "content": ""}
+    elif content is None:  # an assistant turn that called tools, or refused: what the model said is its refusal
+        refusal = message.get("refusal")
+        message = {**message, "content": refusal if isinstance(refusal, str) else ""}
     calls = message.get("tool_calls")
     if isinstance(calls, list) and calls:
         message = {**message, "tool_calls": [_decoded_arguments(call) for call in calls]}

@@ -58,6 +58,8 @@ _CHAT_FIELDS = {
 }
 """Chat body fields an error can name -> the Responses field the client set (a path below one does not map)."""
 _CHAT_FIELD_WORD = re.compile(r"\b(max_completion_tokens|max_tokens|response_format)\b")
+# A chat tool nests its function ("tools[0].function.name"); a Responses tool is flat ("tools[0].name").
+_CHAT_TOOL_FUNCTION = re.compile(r"\b(tools\[\d+\])\.function\b")
 
 
 def responses_names(message: str, param: str | None) -> tuple[str, str | None]:
@@ -66,7 +68,8 @@ def responses_names(message: str, param: str | None) -> tuple[str, str | None]:
     if param is not None:
         root = re.match(r"[A-Za-z_]*", param)
         field = _CHAT_FIELDS.get(root[0] if root else "")
-        param = field if field is not None else param
+        param = field if field is not None else _CHAT_TOOL_FUNCTION.sub(r"\1", param)
+    message = _CHAT_TOOL_FUNCTION.sub(r"\1", message)
     return _CHAT_FIELD_WORD.sub(lambda m: _CHAT_FIELDS[m[1]], message), param
 
 

@@ -192,7 +192,7 @@ def test_chat_request_wiring():
         ({"role": "user", "content": "x", "tool_calls": []}, "messages[0].tool_calls"),
         ({"role": "assistant", "content": "x", "tool_call_id": "call_1"}, "messages[0].tool_call_id"),
         ({"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f"}}]},
-         "messages[0].tool_calls"),
+         "messages[0].tool_calls[0].function.arguments"),
     ],
 )  # fmt: skip
 def test_tool_fields_in_the_wrong_message_are_400s(message, param):

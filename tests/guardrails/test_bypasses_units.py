@@ -76,6 +76,20 @@ def test_request_fields_units_and_identifiers():
     assert [s.text for s, _ in request_fields("completions", {"prompt": ["p", [1, 2]], "suffix": "x"})] == ["p", "x"]
 
 
+def test_an_assistant_turns_refusal_is_scanned_as_the_model_reads_it():
+    """A replayed refusal (the field, or refusal parts beside text parts) reaches the model: scanned like content."""
+    body = {
+        "messages": [
+            {"role": "assistant", "content": None, "refusal": "mail jane.doe@example.com"},
+            {"role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "refusal", "refusal": "b"}]},
+        ]
+    }
+    by_path = {path: segment for segment, path in request_fields("chat", body)}
+    assert by_path[("messages", 0, "refusal")].text == "mail jane.doe@example.com"
+    parts = by_path[("messages", 1, "content", 0, "text")], by_path[("messages", 1, "content", 1, "refusal")]
+    assert parts[0].unit == parts[1].unit and parts[1].text == "b"
+
+
 def test_a_finding_across_segments_has_one_placeholder(guardrails_engine):
     segments = [Segment("mail jo", 0), Segment("hn@exa", 0), Segment("mple.com ok", 0)]
     found = PromptView(segments).scan(guardrails_engine.scanner, REDACT)

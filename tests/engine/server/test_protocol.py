@@ -98,7 +98,6 @@ def test_unsupported_parameters_are_named(field, value):
     "parse, field, value",
     [
         (parse_completion, "echo", 0), (parse_completion, "echo", -0.0), (parse_completion, "suffix", 0),
-        (parse_chat, "parallel_tool_calls", 0), (parse_chat, "parallel_tool_calls", 1),
     ],
 )  # fmt: skip
 def test_default_only_values_must_have_the_default_type(parse, field, value):
@@ -107,6 +106,13 @@ def test_default_only_values_must_have_the_default_type(parse, field, value):
     body.pop("messages" if parse is parse_completion else "prompt")
     error = _error(parse, body)
     assert error.param == field and error.code == "unsupported"
+
+
+@pytest.mark.parametrize("value", [0, 1, "x"])
+def test_parallel_tool_calls_is_a_boolean(value):
+    """Both values are served (false: one call a reply), so anything else is a wrong type, not "unsupported"."""
+    error = _error(parse_chat, {"messages": [{"role": "user", "content": "x"}], "parallel_tool_calls": value})
+    assert error.param == "parallel_tool_calls" and "boolean" in error.message and error.code != "unsupported"
 
 
 def test_default_only_values_at_their_default_are_accepted():
@@ -212,3 +218,19 @@ def test_tokenize_and_detokenize_requests():
     assert parse_detokenize({"tokens": [1, 2]}, vocab_size=10) == [1, 2]
     assert _error(parse_detokenize, {"tokens": [10]}, 10).param == "tokens"
     assert _error(parse_detokenize, {"tokens": "1"}, 10).param == "tokens"
+
+
+def test_a_replayed_refusal_is_accepted_and_rendered_as_what_the_assistant_said():
+    """OpenAI returns `refusal` (a field, or a content part) and clients replay the history: a user trial found it
+    refused as "not supported" (2026-12-08)."""
+    user = {"role": "user", "content": "hi"}
+    field = {"role": "assistant", "content": None, "refusal": "I cannot help with that."}
+    parts = {"role": "assistant", "content": [{"type": "text", "text": "No: "}, {"type": "refusal", "refusal": "no."}]}
+    for turn, said in ((field, "I cannot help with that."), (parts, "No: no.")):
+        parsed = parse_chat({"messages": [user, turn, {"role": "user", "content": "ok"}]})
+        assert parsed.messages[1]["content"] == said  # as the chat template gets it
+    misplaced = {"role": "user", "content": [{"type": "refusal", "refusal": "x"}]}
+    assert _error(parse_chat, {"messages": [misplaced]}).param == "messages[0].content"
+    assert _error(parse_chat, {"messages": [{"role": "user", "content": "x", "refusal": "y"}]}).param == (
+        "messages[0].refusal"
+    )

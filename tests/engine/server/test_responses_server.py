@@ -187,6 +187,7 @@ def test_a_call_and_its_output_round_trip_as_the_chat_history(api, client, model
         ({"max_output_tokens": 2**40}, "max_output_tokens"),
         ({"max_output_tokens": 100_000}, {"input", "max_output_tokens"}),  # the gateway names the prompt, the replica the cap
         ({"text": {"format": {"type": "json_schema", "name": "s", "schema": {"type": "nope"}}}}, "text.format"),
+        ({"tools": [{"type": "function", "parameters": {}}]}, "tools[0].name"),  # flat, not chat's tools[0].function
     ],
 )  # fmt: skip
 def test_what_cannot_be_served_is_a_400_naming_the_field(api, body, param):

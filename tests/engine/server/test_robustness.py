@@ -48,6 +48,13 @@ def _assert_openai_error(response: httpx.Response, status: int) -> dict:
             b'{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}',
             "tools[0].function",
         ),
+        (  # named as deep as the body goes (was "tools[0].function": a user trial, 2026-12-08)
+            CHAT,
+            b'{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {}}]}',
+            "tools[0].function.name",
+        ),
+        (CHAT, b'{"messages": [{"role": "user", "content": "x"}], "parallel_tool_calls": "x"}', "parallel_tool_calls"),
+        (CHAT, b'{"messages": [{"role": "user", "content": "x"}], "tool_choice": {"type": "function"}}', "tool_choice"),
         (CHAT, b'"just a string"', None),
         (COMPLETIONS, b'{"prompt": "x", "temperature": 1e39}', "temperature"),
         (COMPLETIONS, b'{"prompt": "x", "stop": ["' + b"s" * 5000 + b'"]}', "stop"),
@@ -57,6 +64,22 @@ def _assert_openai_error(response: httpx.Response, status: int) -> dict:
 def test_bad_requests_answer_400(live_server, path, body, param):
     error = _assert_openai_error(_post(live_server, path, body), 400)
     assert error["type"] == "invalid_request_error" and error["param"] == param
+
+
+def test_a_trailing_slash_is_a_404_error_object_not_a_redirect(live_server):
+    response = live_server.http.post("/v1/chat/completions/", json={}, headers={"host": "evil.example"})
+    _assert_openai_error(response, 404)
+    assert "location" not in response.headers
+
+
+def test_a_wrong_type_reads_as_a_wrong_type(live_server):
+    """Found by a user trial (2026-12-08): a string for parallel_tool_calls was "not supported by this server", and an
+    incomplete tool_choice object was told only of the three strings."""
+    chat = b'{"messages": [{"role": "user", "content": "x"}], '
+    error = _assert_openai_error(_post(live_server, CHAT, chat + b'"parallel_tool_calls": "x"}'), 400)
+    assert "boolean" in error["message"] and error["code"] != "unsupported", error
+    error = _assert_openai_error(_post(live_server, CHAT, chat + b'"tool_choice": {"type": "function"}}'), 400)
+    assert '"function": {"name"' in error["message"], error
 
 
 def test_top_k_beyond_int64_is_served_and_the_engine_lives(live_server):

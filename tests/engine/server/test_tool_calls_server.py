@@ -191,7 +191,7 @@ def test_through_the_gateway_prompt_tokens_match_the_engine(gateway_client, clie
     [
         ({"tool_choice": "required"}, "tool_choice"),
         ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
-        ({"tools": [{"type": "function", "function": {"name": "bad name!"}}]}, "tools[0].function"),
+        ({"tools": [{"type": "function", "function": {"name": "bad name!"}}]}, "tools[0].function.name"),
         ({"tools": TOOLS, "tool_choice": "sometimes"}, "tool_choice"),
         ({"tools": TOOLS, "tool_choice": "required", "response_format": {"type": "json_object"}}, "tool_choice"),
         ({"tools": TOOLS + TOOLS[:1]}, "tools"),
