@@ -55,6 +55,7 @@ from gateway.admin.tenants import (
     validate_tenant_id,
 )
 from gateway.admin.types import AdminGateway
+from gateway.asgi import ClientGone, read_body
 from gateway.errors import ApiError, invalid_request, unavailable
 from gateway.store.base import KEY_EXPIRED, KEY_MISSING, KEY_REVOKED, AdminStore, StoreUnavailable
 from gateway.store.clock import periods
@@ -140,16 +141,24 @@ def tenant_checker(gw: AdminGateway) -> CheckTenant:
     return make_tenant_check(policy_name_check(gw.hooks), gw.config.models, priced)
 
 
+ADMIN_MAX_BODY_BYTES = 1 << 20  # a tenant or key is a few hundred bytes; a larger body is a mistake or an attack
+
+
 async def _json(request: Request) -> dict[str, Any]:
-    raw = await request.body()
+    # read_body: the size cap (413) and the deadline (408) of the OpenAI endpoints, at the admin API's own size
+    try:
+        raw = await read_body(request.receive, ADMIN_MAX_BODY_BYTES)
+    except ClientGone:  # nobody is left to answer; an error ends the handler without a traceback in the log
+        raise invalid_request("The client disconnected before its request body arrived.") from None
     if not raw:
         return {}
     try:
         body = json.loads(raw)
-    except ValueError as exc:
-        raise invalid_request(f"The request body is not valid JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # RecursionError: nesting json cannot parse (was a 500)
+        detail = "it is nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise invalid_request(f"The request body is not valid JSON: {detail}", code="invalid_json") from None
     if not isinstance(body, dict):
-        raise invalid_request("The request body must be a JSON object.")
+        raise invalid_request("The request body must be a JSON object.", code="invalid_json")
     return body
 
 

@@ -163,6 +163,21 @@ def _no_comma(model: str) -> str:
 
 
 ModelName = Annotated[str, AfterValidator(_no_comma)]
+
+
+def _distinct(models: list[str]) -> list[str]:
+    if len(set(models)) != len(models):
+        raise ValueError(f"want each model once, got {models}")
+    return models
+
+
+def _printable(name: str) -> str:
+    # A label shown in the console's pages, the CLI's tables and the audit log: no NUL, escape or newline in it.
+    if not name.isprintable():
+        raise ValueError("want printable characters only (no control characters or line breaks)")
+    return name
+
+
 Usd = Annotated[float, Field(ge=0.0, le=MAX_USD)]  # finite: Schema refuses NaN and infinities
 CacheGroup = Annotated[str, Field(pattern=r"^([A-Za-z0-9_.-]{1,64})?$")]  # "" leaves the group (isolated again)
 UnixSeconds = Annotated[float, Field(ge=0.0, le=MAX_UNIX_S)]  # finite: Schema refuses NaN and infinities
@@ -188,7 +203,7 @@ class TenantUpdate(Schema):
     """Declared before isolate_cache: its check reads it."""
     isolate_cache: bool = True
     """Compatibility: true is the default (no cache_group); false only together with a cache_group."""
-    models: list[ModelName] = []
+    models: Annotated[list[ModelName], AfterValidator(_distinct)] = []
 
     @field_validator("isolate_cache")
     @classmethod
@@ -212,7 +227,7 @@ KEY_NAME_MAX_CHARS = 200  # a label for people and the audit log, stored with ev
 class KeyUpdate(Schema):
     """What an admin body may set on an ApiKey; only the fields given are applied."""
 
-    name: Annotated[str, Field(max_length=KEY_NAME_MAX_CHARS)] = ""
+    name: Annotated[str, Field(max_length=KEY_NAME_MAX_CHARS), AfterValidator(_printable)] = ""
     expires_at: UnixSeconds = 0.0
     rpm: Limit = 0
     input_tpm: Limit = 0
@@ -347,6 +362,8 @@ def apply_key_fields(key: ApiKey, updates: dict[str, Any]) -> ApiKey:
 
 
 def validate_tenant_id(tenant_id: Any) -> str:
+    if tenant_id is None:
+        raise invalid_request("Missing required parameter: 'id' (the new tenant's id).", param="id")
     try:
         return _TENANT_ID.validate_python(tenant_id, strict=True)
     except ValidationError:

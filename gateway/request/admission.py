@@ -185,7 +185,7 @@ class AdmissionControl:
         if not admission.ok:
             text_headers = {k.decode(): v.decode() for k, v in headers}
             self._refused(ctx.key, ctx.tenant, admission, text_headers)
-            error = rejection(admission, request.model, request.prompt_tokens, ctx.tenant)
+            error = rejection(admission, request.model, request.prompt_tokens, ctx.tenant, ctx.key)
             error.headers.update(text_headers)
             raise error
         headers.append((b"x-request-id", ctx.shown_request_id))

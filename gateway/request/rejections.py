@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.admin.tenants import Tenant
+from gateway.admin.tenants import ApiKey, Tenant
 from gateway.errors import ApiError, model_not_allowed, retry_after, unauthorized
 from gateway.store import base
 from gateway.store.base import Admission
@@ -15,13 +15,14 @@ _BUCKET_TEXT = {
 }
 
 
-def rejection(admission: Admission, model: str, prompt_tokens: int, tenant: Tenant) -> ApiError:
+def rejection(admission: Admission, model: str, prompt_tokens: int, tenant: Tenant, key: ApiKey) -> ApiError:
     reason = admission.reason
     if reason == base.UNAUTHORIZED:
         return unauthorized("This API key is unknown, revoked or expired.")
     if reason == base.MODEL_NOT_ALLOWED:
         return model_not_allowed(model)
     headers = retry_after(admission.retry_after_s)
+    renews_s = headers["retry-after"]  # the message says what the header says (whole seconds, rounded up)
     if reason in (base.DAILY_BUDGET, base.MONTHLY_BUDGET):
         period = "daily" if reason == base.DAILY_BUDGET else "monthly"
         budget = tenant.daily_tokens if reason == base.DAILY_BUDGET else tenant.monthly_tokens
@@ -36,7 +37,7 @@ def rejection(admission: Admission, model: str, prompt_tokens: int, tenant: Tena
             )
         return ApiError(
             429,
-            f"You exceeded your {period} token budget; it renews in {admission.retry_after_s:.0f}s.",
+            f"You exceeded your {period} token budget; it renews in {renews_s}s.",
             "insufficient_quota",
             "insufficient_quota",
             headers=headers,
@@ -55,7 +56,7 @@ def rejection(admission: Admission, model: str, prompt_tokens: int, tenant: Tena
             )
         return ApiError(
             429,
-            f"You exceeded your {period} spend budget (USD); it renews in {admission.retry_after_s:.0f}s.",
+            f"You exceeded your {period} spend budget (USD); it renews in {renews_s}s.",
             "insufficient_quota",
             "insufficient_quota",
             headers=headers,
@@ -72,12 +73,14 @@ def rejection(admission: Admission, model: str, prompt_tokens: int, tenant: Tena
     type_, text, limit_name = _BUCKET_TEXT[bucket]
     view = admission.buckets.get(bucket)
     limit = view.limit if view else "?"
+    # The tighter of the tenant's and the key's: say so when it is the key's, which the tenant's record does not show.
+    limit_text = f"{limit} (this API key's own)" if getattr(key, limit_name) == limit else f"{limit}"
     if reason.endswith(base.TOO_LARGE):
         need = prompt_tokens if bucket == base.INPUT_TOKENS else admission.reserved_out
         # No Retry-After: waiting never helps a request larger than the bucket itself.
         return ApiError(
             429,
-            f"Request too large for {text}: it needs {need}, the limit is {limit}. Send fewer "
+            f"Request too large for {text}: it needs {need}, the limit is {limit_text}. Send fewer "
             f"tokens{' or a lower max_tokens' if bucket == base.OUTPUT_TOKENS else ''}.",
             type_,
             "rate_limit_exceeded",
@@ -85,7 +88,7 @@ def rejection(admission: Admission, model: str, prompt_tokens: int, tenant: Tena
         )
     return ApiError(
         429,
-        f"Rate limit reached for {text}: limit {limit}. Please try again in {admission.retry_after_s:.3g}s.",
+        f"Rate limit reached for {text}: limit {limit_text}. Please try again in {admission.retry_after_s:.3g}s.",
         type_,
         "rate_limit_exceeded",
         headers=headers,

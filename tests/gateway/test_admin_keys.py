@@ -98,6 +98,27 @@ def test_an_expired_key_cannot_be_rotated_back_to_life(gateways):
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "grace_s"
 
 
+def test_admin_bodies_that_cannot_be_stored_are_4xx_errors(gateways):
+    """Found by an operator trial: JSON nested past the parser's depth was a 500; a key name with control characters
+    reached the console's HTML; a model listed twice was stored twice; a 40 MB body was read whole."""
+    one, _ = gateways
+    admin = Admin(one.url)
+    tenant = admin.tenant()
+    deep = b'{"id": "deep", "rpm": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    for path in ("/tenants", f"/tenants/{tenant}", f"/tenants/{tenant}/keys"):
+        method = admin.http.patch if path == f"/tenants/{tenant}" else admin.http.post
+        response = method(path, content=deep, headers={"content-type": "application/json"})
+        assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_json", response.text
+    named = admin.http.post(f"/tenants/{tenant}/keys", json={"name": "a\u0000b\u001b[31m"})
+    assert named.status_code == 400 and named.json()["error"]["param"] == "name", named.text
+    twice = admin.http.post("/tenants", json={"id": "twice-" + tenant, "models": ["tiny", "tiny"]})
+    assert twice.status_code == 400 and twice.json()["error"]["param"] == "models", twice.text
+    big = admin.http.post("/tenants", content=b'{"id": "big", "rpm": 1' + b" " * (2 << 20) + b"}")
+    assert big.status_code == 413, big.text
+    no_id = admin.http.post("/tenants", json={})
+    assert no_id.status_code == 400 and "Missing required parameter: 'id'" in no_id.json()["error"]["message"]
+
+
 def test_delete_key(gateways):
     one, two = gateways
     admin = Admin(one.url)

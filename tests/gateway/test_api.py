@@ -233,6 +233,22 @@ def test_429_insufficient_quota(gateway):
     error = assert_openai_error(response, 429, "insufficient_quota")
     assert error["type"] == "insufficient_quota" and "exceeded your daily token budget" in error["message"]
     assert int(response.headers["retry-after"]) > 0
+    assert f"renews in {response.headers['retry-after']}s" in error["message"]  # the header's seconds, not one less
+
+
+def test_429_names_a_limit_set_on_the_key(gateway):
+    """The tighter of the tenant's and the key's limits applies; the tenant's record does not show the key's, so the
+    message says whose it is (an operator trial, 2026-12-08)."""
+    admin = gateway.admin
+    tenant = admin.tenant(output_tpm=100_000)
+    key = admin.key(tenant, output_tpm=10)
+    error = assert_openai_error(post(gateway, key, {"model": "tiny", "messages": CHAT, "max_tokens": 11}), 429)
+    assert "the limit is 10 (this API key's own)" in error["message"], error
+    tenant_limited = admin.key(admin.tenant(output_tpm=10))
+    error = assert_openai_error(
+        post(gateway, tenant_limited, {"model": "tiny", "messages": CHAT, "max_tokens": 11}), 429
+    )
+    assert "the limit is 10." in error["message"], error
 
 
 def test_429_a_request_larger_than_the_whole_budget_says_so(gateway):
