@@ -11,13 +11,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, ValidationError
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationError
 
 from guardrails.errors import GuardrailConfigError
 from sluicegate.schema import Schema, Tuple, explain
 
-PiiAction = Literal["off", "detect", "redact", "block"]
-InjectionAction = Literal["off", "detect", "block"]
+
+def _yaml_off(value: Any) -> Any:
+    # YAML 1.1 reads a bare `off` as false: `injection_action: off` in a config file means "off", not a type error.
+    return "off" if value is False else value
+
+
+PiiAction = Annotated[Literal["off", "detect", "redact", "block"], BeforeValidator(_yaml_off)]
+InjectionAction = Annotated[Literal["off", "detect", "block"], BeforeValidator(_yaml_off)]
 RedactionStyle = Literal["placeholder", "mask"]
 Score = Annotated[float, Field(ge=0.0, le=1.0)]
 

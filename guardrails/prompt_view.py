@@ -11,7 +11,8 @@ a zero-width space inside an address. So:
 - that text is scanned once, base64 runs decoded (readable.py);
 - the seams between units are scanned once more, glued without the newline (SEAM_WINDOW_CHARS either side, windows
   that touch merged): an entity split across two messages reads whole to the model across the template's markup,
-  and only a finding that crosses a seam comes from there (replacing the joined text's findings inside it);
+  and only a finding that crosses a seam comes from there (replacing the joined text's findings inside it), unless
+  it only runs a whole finding of one unit on into the next (an address, then the next message's first word);
 - each finding maps back to the segments it covers, in their original offsets; the first piece carries the
   placeholder, the rest (`continuation`) are removed, or all masked.
 """
@@ -75,10 +76,13 @@ class PromptView:
         joined = find_in_normalized(scanner, self.text, policy)
         # A seam finding that contains the joined text's findings it overlaps replaces them ("john" + ".doe@x.com":
         # the joined text sees only "doe@x.com"); one that cuts through a finding loses to it.
+        # One that only runs a whole finding of its unit on into the next unit is dropped: "jane@acme.com." then a
+        # message opening "how ..." glue into an address at the real domain .how, but the address ended in its unit.
         seams = [
             f
             for f in self._seam_findings(scanner, policy)
             if all(f.start <= j.start and j.end <= f.end for j in joined if j.start < f.end and f.start < j.end)
+            and not any(self._runs_on(f, j) for j in joined)
         ]
         found = seams + [j for j in joined if not any(f.start <= j.start and j.end <= f.end for f in seams)]
         per_segment: list[list[Finding]] = [[] for _ in self.segments]
@@ -86,6 +90,14 @@ class PromptView:
             for index, piece in self.locate(finding):
                 per_segment[index].append(piece)
         return tuple(tuple(resolve_overlaps(pieces)) if pieces else () for pieces in per_segment)
+
+    def _runs_on(self, seam_finding: Finding, finding: Finding) -> bool:
+        """`seam_finding` is `finding` (same entity, same start) carried on past the end of its unit."""
+        return (
+            finding.entity == seam_finding.entity
+            and finding.start == seam_finding.start
+            and any(finding.end <= s < seam_finding.end for s in self.separators)
+        )
 
     def locate(self, finding: Finding) -> list[tuple[int, Finding]]:
         """(segment index, piece in that segment's original offsets) for each segment the finding covers."""

@@ -58,7 +58,44 @@ class OfflineEmailRecognizer(EmailRecognizer):
     ]
 
     def validate_result(self, pattern_text: str) -> bool:
-        return _OFFLINE_TLD(pattern_text.rpartition("@")[2]).fqdn != ""
+        return address_length(pattern_text) is not None
+
+    def analyze(
+        self,
+        text: str,
+        entities: list[str],
+        nlp_artifacts: NlpArtifacts | None = None,
+        regex_flags: int | None = None,
+    ) -> list[RecognizerResult]:
+        results = super().analyze(text, entities, nlp_artifacts, regex_flags)
+        for result in results:  # each validated: it holds an address, maybe with a glued word after it
+            length = address_length(text[result.start : result.end])
+            if length is not None:
+                result.end = result.start + length
+        return results
+
+
+# Where a word glued to an address begins: a capital right after the lower-case domain, with or without a dot
+# ("bob@example.orgThanks", "jane@acme.com.How"): two texts joined with nothing (content parts, a sentence's full stop
+# then the next message). Domains are written in lower case; a capital after one starts the next word.
+_GLUED_WORD = regex.compile(r"(?<=[a-z0-9])\.?(?=[A-Z])")
+
+
+def address_length(match: str) -> int | None:
+    """Characters of the email address at the start of an email pattern's match, or None when the suffix list knows no
+    domain there: the domain cut where a glued word begins, else the longest run of its labels the list knows (the
+    pattern runs on through "example.org.Thanks", whose last label is no suffix, or "example.com.how", whose is)."""
+    local, _, domain = match.rpartition("@")
+    candidates = []
+    glued = _GLUED_WORD.search(domain, domain.find(".") + 1)
+    if glued is not None and not any(c.isupper() for c in domain[: glued.start()]):
+        candidates.append(domain[: glued.start()])
+    labels = domain.split(".")
+    candidates += [".".join(labels[:n]) for n in range(len(labels), 1, -1)]
+    for candidate in candidates:
+        if _OFFLINE_TLD(candidate).fqdn:
+            return len(local) + 1 + len(candidate)
+    return None
 
 
 class CaseInsensitiveIbanRecognizer(IbanRecognizer):

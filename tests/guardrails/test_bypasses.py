@@ -173,6 +173,9 @@ def _chat(served, messages: list[dict], **extra):
         (["write to john.do", "e@example.com please"], "write to <EMAIL_ADDRESS> please"),
         (["card 4111 1111 ", "1111 1111 ok"], "card <CREDIT_CARD> ok"),
         (["mail john", ".doe@exa", "mple.com now"], "mail <EMAIL_ADDRESS> now"),
+        # the next part glued to the domain: the address was missed whole (a user trial, 2026-12-08)
+        (["Email bob@example.org.", "Thanks for help"], "Email <EMAIL_ADDRESS>.Thanks for help"),
+        (["Email bob@example.org", "Thanks for help"], "Email <EMAIL_ADDRESS>Thanks for help"),
     ],
 )
 def test_pii_split_across_text_parts(served, parts, expected):
@@ -198,6 +201,18 @@ def test_pii_split_across_messages(served):
     assert contents[3] == ", and the card <CREDIT_CARD>"
     assert contents[4] == " expires soon"
     assert "jane.roe" not in _sent(served[1]) and "1111" not in _sent(served[1])
+
+
+@pytest.mark.parametrize("opening", ["How do I reset my password?", "how do I reset my password?"])
+def test_an_address_ending_a_message_leaves_the_next_message_whole(served, opening):
+    """Glued at the seam, "...acme-corp.com." and "How" read as an address at the domain .how: the redaction took the
+    next message's first word with it (a user trial, 2026-12-08)."""
+    messages = [
+        {"role": "system", "content": "Escalations go to jane.doe@acme-corp.com."},
+        {"role": "user", "content": opening},
+    ]
+    contents = [m["content"] for m in _chat(served, messages)["messages"]]
+    assert contents == ["Escalations go to <EMAIL_ADDRESS>.", opening]
 
 
 def test_benign_multi_message_chat_goes_upstream_unchanged(served):

@@ -81,3 +81,15 @@ def test_names_places_and_organizations_need_no_spacy_model(guardrails_engine):
     )
     guardrails_engine.check_policy(policy)
     assert guardrails_engine.check_input(["Please call Maria Gonzalez today"], policy).action == "block"
+
+
+def test_a_bare_yaml_off_reads_as_off():
+    """YAML 1.1 reads `injection_action: off` as false; an operator means "off" (a user trial, 2026-12-08)."""
+    import yaml
+
+    policy = GuardrailPolicy.from_dict(
+        yaml.safe_load("pii_action: off\noutput_pii_action: redact\ninjection_action: off")
+    )
+    assert (policy.pii_action, policy.output_pii_action, policy.injection_action) == ("off", "redact", "off")
+    with pytest.raises(GuardrailConfigError):
+        GuardrailPolicy.from_dict(yaml.safe_load("injection_action: on"))  # true is no action
