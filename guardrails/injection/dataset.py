@@ -73,11 +73,12 @@ REDTEAM_DIR = DATA_DIR / "redteam"
 # train, are held out too; as and at were written for evaluation after the fit they first scored, and ba and bb beside
 # the writers au-az and read only after the fit that trains on those, so the estimate rests on twelve writers (each
 # batch of new writers, scored before any training on them, has landed near the estimate of the held-out writers
-# before it, or below: docs/benchmarks.md). Of bc-bj, which all train, bc-bf were briefed for German and Spanish, where
-# the held-out writers showed the detector weakest.
+# before it, or below: docs/benchmarks.md). Of bc-br, which all train, bc-bf and bk-bp were briefed for German and
+# Spanish, where the held-out writers showed the detector weakest; bq and br are translators, who put 300 English rows
+# of training writers into German and into Spanish (the same rows: parallel text for an encoder pretrained on English).
 ENCODER_TRAIN_TEAMS = (
     *"abcdefjklmnopqrstuvwxyz",
-    *"aa ab ad ae ag ah ai aj ak al ao ap aq au av aw ax ay az bc bd be bf bg bh bi bj".split(),
+    *"aa ab ad ae ag ah ai aj ak al ao ap aq au av aw ax ay az bc bd be bf bg bh bi bj bk bl bm bn bo bp bq br".split(),
 )
 HELD_OUT_TEAMS = ("g", "h", "i", "ac", "af", "am", "an", "ar", "as", "at", "ba", "bb")
 

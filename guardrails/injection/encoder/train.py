@@ -21,7 +21,8 @@ weights (graph.py), the tokenizer and report.json (threshold, validation table, 
 which tests reproduce). `--calibrate-only` redoes that last step for the weights already exported, after a change to
 the forward pass.
 Tens of minutes on 2 CPU cores (17 on an Intel Xeon with one layer frozen; 46 on a 2-core AMD EPYC with none, 28,221
-rows, 72 on one without AVX-512, 31,014 rows; 85 on one thread beside a second fit).
+rows, 72 on one without AVX-512, 31,014 rows; 79 on one with AVX-512 VNNI, 33,710 rows; 85 on one thread beside a second
+fit).
 Deterministic for a seed on one machine (torch's CPU kernels are).
 """
 
