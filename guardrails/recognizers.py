@@ -40,12 +40,14 @@ _LOCAL_PART_CHAR = r"[!$%'*+\-^_`{|}~\w]"
 
 
 class OfflineEmailRecognizer(EmailRecognizer):
-    """Presidio's email recognizer with two changes.
+    """Presidio's email recognizer with three changes.
 
     - Its local part leaves out `/ ? # & = :`, which RFC 5322 allows but which in practice are the path or query
       around an address (`/users/jo@x.com`, `?email=jo@x.com`). Presidio's own pattern swallows them, and its
       domain check then reads `ops/jo@x.com` as a URL whose host is `ops`, dropping the address altogether.
     - The domain check runs on the domain alone, against the bundled suffix list (no network).
+    - A match ends where the address does (`address_length`): the pattern runs on into a word glued to the domain,
+      and Presidio's check then dropped the whole match (or kept the word, where it ended in a real suffix).
     """
 
     PATTERNS = [
