@@ -28,6 +28,7 @@ from engine.server.request_bodies import (
 from engine.structured.spec import GrammarSpec
 from engine.tools.parsers import FirstCallOnly, ToolParser
 from engine.tools.plan import ToolPlan, tool_plan
+from sluicegate import strict_json
 
 # /v1/completions without max_tokens generates this many, as OpenAI and vLLM do; chat runs up to the context.
 COMPLETION_DEFAULT_MAX_TOKENS = 16
@@ -75,7 +76,7 @@ class TokenizeRequest:
 def parse_json(body: bytes) -> dict:
     """The body as a JSON object; invalid UTF-8, bad JSON, NaN/Infinity, absurd nesting all answer 400."""
     try:
-        data = json.loads(body, parse_constant=_reject_constant)
+        data = strict_json.loads(body)
     except (ValueError, RecursionError) as exc:
         raise InvalidRequestError(f"The request body is not valid JSON: {_short(exc)}", code="invalid_json") from None
     if not isinstance(data, dict):
@@ -344,10 +345,6 @@ def _content(message: Message, index: int) -> str:
         raise InvalidRequestError("A refusal part is only allowed in a message with role 'assistant'.", param=param)
     # Joined with nothing, as the gateway does (gateway/request/tokenizer.py): both count and hash the same tokens.
     return "".join(part["text"] if part["type"] == "text" else part["refusal"] for part in content)
-
-
-def _reject_constant(name: str):
-    raise ValueError(f"{name} is not valid JSON")
 
 
 def _short(exc: Exception) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from gateway.errors import ApiError, invalid_request
+from sluicegate import strict_json
 from sluicegate.responses import ResponsesRequestError, responses_names, to_chat
 
 CHAT = "chat"
@@ -54,15 +55,11 @@ class ParsedRequest:
 INVALID_JSON = "invalid_json"
 
 
-def _reject_constant(name: str) -> None:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def parse_json(raw: bytes) -> JsonObject:
     """The body as a JSON object; every malformed body is a 400 with code `invalid_json`, as the replicas answer it
     (NaN and Infinity included: Python's json reads them, JSON has no such values)."""
     try:
-        body = json.loads(raw, parse_constant=_reject_constant)
+        body = strict_json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise invalid_request(f"The request body is not valid JSON: {exc}", code=INVALID_JSON) from None
     except RecursionError:
